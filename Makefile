@@ -1,0 +1,36 @@
+# turnkeep developer entry points. `make local` and `make test` work on a fresh machine:
+# each creates .venv and installs the project first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup local test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## Run the main job locally: scripted-model turns on SQLite, streamed to the terminal.
+local: $(STAMP)
+	$(BIN)/turnkeep demo
+
+## Run the whole test suite.
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy shared/turnkeep
+
+## Benchmarks print figures (medians, ratios); BENCH_ARGS=--smoke for the quick CI mode.
+bench: $(STAMP)
+	for b in bench/*_bench.py bench/aws_requests.py; do [ -f $$b ] && $(BIN)/python $$b $(BENCH_ARGS); done
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .local

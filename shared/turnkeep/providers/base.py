@@ -1,0 +1,230 @@
+"""The one model-provider interface: a provider-neutral transcript in, a stream of frames out.
+
+Every provider (scripted, Bedrock Converse, OpenAI-compatible) speaks this interface, so the
+harness never knows which model it drives. Tool-call arguments stay the raw JSON text the model
+produced: parsing and schema validation belong to the harness, which turns bad arguments into a
+tool error result the model sees.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# -- transcript ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    """Plain text."""
+
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallPart:
+    """A tool call as the model made it; `arguments` is the raw JSON text it streamed."""
+
+    id: str
+    name: str
+    arguments: str
+    kind: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultPart:
+    """The result of the tool call `call_id`; `is_error` marks a failed or rejected call."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    kind: Literal["tool_result"] = "tool_result"
+
+
+Part = TextPart | ToolCallPart | ToolResultPart
+Role = Literal["user", "assistant", "tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One transcript message. Tool results travel in `tool` messages (one per result batch)."""
+
+    role: Role
+    parts: tuple[Part, ...]
+
+    @property
+    def text(self) -> str:
+        """Concatenated text parts."""
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallPart, ...]:
+        """Tool calls of an assistant message, in order."""
+        return tuple(p for p in self.parts if isinstance(p, ToolCallPart))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """What the model is told about a tool: name, description, JSON schema of its arguments."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """One model round. An empty `tools` means tools are off (the wrap-up round)."""
+
+    system: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    max_tokens: int | None = None
+    temperature: float | None = None
+
+
+# -- stream -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token usage of one model round."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "content_filtered"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    """The settled assistant message of a round, with usage and why the model stopped."""
+
+    message: Message
+    stop_reason: StopReason
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of assistant text."""
+
+    text: str
+    kind: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStart:
+    """The model began tool call number `index` (0-based within the round)."""
+
+    index: int
+    id: str
+    name: str
+    kind: Literal["tool_call_start"] = "tool_call_start"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """More raw argument JSON text for tool call `index`."""
+
+    index: int
+    arguments: str
+    kind: Literal["tool_call_delta"] = "tool_call_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseDone:
+    """The last event of every successful stream."""
+
+    response: ModelResponse
+    kind: Literal["done"] = "done"
+
+
+StreamEvent = TextDelta | ToolCallStart | ToolCallDelta | ResponseDone
+
+
+# -- errors -------------------------------------------------------------------------------------
+
+
+class ModelError(Exception):
+    """A model round failed. `retryable` says whether the same request may succeed later."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, code: str = "model_error") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class RetryableModelError(ModelError):
+    """Throttling, 5xx, timeouts, dropped connections: the step's retry policy may try again."""
+
+    retryable = True
+
+
+class FatalModelError(ModelError):
+    """Validation, auth, context length, bad configuration: retrying cannot help."""
+
+    retryable = False
+
+
+class TranscriptError(FatalModelError):
+    """The transcript breaks a provider-boundary invariant (e.g. a tool call without a result)."""
+
+
+def check_transcript(messages: Sequence[Message]) -> None:
+    """Raise TranscriptError unless every tool call is answered by exactly one later result."""
+    pending: dict[str, str] = {}
+    for index, message in enumerate(messages):
+        for part in message.parts:
+            if isinstance(part, ToolCallPart):
+                if message.role != "assistant":
+                    raise TranscriptError(
+                        f"message #{index}: tool call {part.id!r} outside an assistant message"
+                    )
+                if part.id in pending:
+                    raise TranscriptError(f"message #{index}: duplicate tool call id {part.id!r}")
+                pending[part.id] = part.name
+            elif isinstance(part, ToolResultPart):
+                if part.call_id not in pending:
+                    raise TranscriptError(
+                        f"message #{index}: tool result for unknown or already answered call "
+                        f"{part.call_id!r}"
+                    )
+                del pending[part.call_id]
+        if message.role == "user" and pending:
+            raise TranscriptError(
+                f"message #{index}: tool calls without results: {sorted(pending)}"
+            )
+    if pending:
+        raise TranscriptError(f"tool calls without results: {sorted(pending)}")
+
+
+# -- provider -----------------------------------------------------------------------------------
+
+
+class ModelProvider(ABC):
+    """A model behind the one streaming interface."""
+
+    name: str = "provider"
+
+    @abstractmethod
+    def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        """Stream one round; the last event is ResponseDone. Raises ModelError on failure."""
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        """Run one round to completion (drains the stream)."""
+        for event in self.stream(request):
+            if isinstance(event, ResponseDone):
+                return event.response
+        raise RetryableModelError(
+            f"{self.name}: stream ended without a final response", code="stream_truncated"
+        )

@@ -1,0 +1,291 @@
+"""The Storage contract: validation, locking and close semantics shared by every backend."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Final, Literal
+
+from turnkeep.storage.addresses import Value, ValueList
+from turnkeep.storage.errors import (
+    EntryConflictError,
+    StorageClosedError,
+    StorageValidationError,
+)
+from turnkeep.storage.records import (
+    CommitResult,
+    Entry,
+    ListElement,
+    Snapshot,
+    StorageStats,
+    StoredValue,
+)
+from turnkeep.storage.scopes import SESSION_SCOPE, EphemeralScope, Scope, SessionScope
+from turnkeep.storage.writes import Transaction, Write, build_transaction, validate_text
+
+DEFAULT_LIST_LIMIT: Final = 1000
+MAX_LIST_LIMIT: Final = 10000
+ListOrder = Literal["asc", "desc"]
+
+_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+
+
+def validate_session_id(session_id: object) -> str:
+    """Session ids are 1-128 chars of [A-Za-z0-9._:-], starting alphanumeric (file and key safe)."""
+    if not isinstance(session_id, str) or not _SESSION_ID.match(session_id):
+        raise StorageValidationError(
+            f"session id {session_id!r} is invalid: use 1-128 characters of A-Z a-z 0-9 . _ : -,"
+            " starting with a letter or digit"
+        )
+    return session_id
+
+
+def normalize_limit(limit: object) -> int:
+    """None → 1000; above 10000 → 10000; below 1 or not an int → rejected."""
+    if limit is None:
+        return DEFAULT_LIST_LIMIT
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise StorageValidationError(f"list limit must be an int, got {limit!r}")
+    if limit < 1:
+        raise StorageValidationError(f"list limit must be >= 1, got {limit}")
+    return min(limit, MAX_LIST_LIMIT)
+
+
+def _check_cursor(cursor: object) -> int | None:
+    if cursor is None:
+        return None
+    if isinstance(cursor, bool) or not isinstance(cursor, int) or cursor < 0:
+        raise StorageValidationError(
+            f"list cursor must be an element's seq (int >= 0), got {cursor!r}"
+        )
+    return cursor
+
+
+def now_ms() -> int:
+    """Wall-clock commit timestamp in milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+class Storage(ABC):
+    """One session's storage. Thread-safe; every committed write gets a global sequence."""
+
+    def __init__(self, session_id: str, *, lock: threading.RLock | None = None) -> None:
+        self.session_id = validate_session_id(session_id)
+        self._lock = lock if lock is not None else threading.RLock()
+        self._closed = False
+
+    # -- public API -------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once close() was called."""
+        return self._closed
+
+    def commit(self, writes: Sequence[Write]) -> CommitResult:
+        """Commit `writes` atomically as one transaction of one scope."""
+        txn = build_transaction(writes)
+        with self._lock:
+            self._ensure_open()
+            if not txn.writes:
+                return CommitResult(None, (), now_ms(), self._get_stats())
+            return self._commit(txn)
+
+    def get_value(self, address: Value) -> StoredValue | None:
+        """The value at `address`, or None."""
+        if not isinstance(address, Value):
+            raise StorageValidationError(f"get_value needs a value(...) address, got {address!r}")
+        with self._lock:
+            self._ensure_open()
+            return self._get_value(address)
+
+    def scan_values(
+        self, namespace: str, key_prefix: str = "", scope: Scope = SESSION_SCOPE
+    ) -> list[StoredValue]:
+        """Values of `namespace` in `scope` whose key starts with `key_prefix`, ordered by key."""
+        validate_text(namespace, what="namespace")
+        validate_text(key_prefix, what="key prefix")
+        if not isinstance(scope, (SessionScope, EphemeralScope)):
+            raise StorageValidationError(f"scope must be a Scope, got {scope!r}")
+        with self._lock:
+            self._ensure_open()
+            return self._scan_values(namespace, key_prefix, scope)
+
+    def read_list(
+        self,
+        address: ValueList,
+        *,
+        cursor: int | None = None,
+        order: ListOrder = "asc",
+        limit: int | None = None,
+        stop_at_tag: str | None = None,
+    ) -> list[ListElement]:
+        """One page: after `cursor` (exclusive) in `order`, at most `limit` elements inspected,
+        ending at and including the first element tagged `stop_at_tag`."""
+        if not isinstance(address, ValueList):
+            raise StorageValidationError(
+                f"read_list needs a value_list(...) address, got {address!r}"
+            )
+        if order not in ("asc", "desc"):
+            raise StorageValidationError(f"list order must be 'asc' or 'desc', got {order!r}")
+        if stop_at_tag is not None and (not isinstance(stop_at_tag, str) or stop_at_tag == ""):
+            raise StorageValidationError(
+                f"stop_at_tag must be a non-empty string, got {stop_at_tag!r}"
+            )
+        checked_cursor = _check_cursor(cursor)
+        page_limit = normalize_limit(limit)
+        with self._lock:
+            self._ensure_open()
+            page = self._read_list(address, checked_cursor, order, page_limit)
+        if stop_at_tag is not None:
+            for index, element in enumerate(page):
+                if element.tag == stop_at_tag:
+                    return page[: index + 1]
+        return page
+
+    def get_entries(self, ids: Sequence[str]) -> list[Entry]:
+        """Entries with the given ids, in the order asked; unknown ids are skipped."""
+        if isinstance(ids, str) or not isinstance(ids, Sequence):
+            raise StorageValidationError("get_entries takes a sequence of entry ids")
+        for entry_id in ids:
+            validate_text(entry_id, what="entry id")
+        with self._lock:
+            self._ensure_open()
+            return self._get_entries(list(ids))
+
+    def scan_entries(
+        self, *, after_seq: int | None = None, limit: int | None = None
+    ) -> list[Entry]:
+        """Entries in sequence order after `after_seq` (exclusive), at most `limit` (None = all)."""
+        checked = _check_cursor(after_seq)
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+        ):
+            raise StorageValidationError(f"entry scan limit must be an int >= 1, got {limit!r}")
+        with self._lock:
+            self._ensure_open()
+            return self._scan_entries(checked, limit)
+
+    def scan_branch(self, leaf_id: str) -> list[Entry]:
+        """The path of entries from the root down to `leaf_id`."""
+        validate_text(leaf_id, what="entry id")
+        with self._lock:
+            self._ensure_open()
+            return self._scan_branch(leaf_id)
+
+    def get_stats(self) -> StorageStats:
+        """Entry and usage totals (immutable)."""
+        with self._lock:
+            self._ensure_open()
+            return self._get_stats()
+
+    def snapshot(self) -> Snapshot:
+        """Session-scoped state for a fork; ephemeral state is never included."""
+        with self._lock:
+            self._ensure_open()
+            return self._snapshot()
+
+    def close(self) -> None:
+        """Wait for admitted commits, then reject further reads and writes. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._close()
+
+    def __enter__(self) -> Storage:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- helpers for backends ---------------------------------------------------------------
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise StorageClosedError(f"storage of session {self.session_id!r} is closed")
+
+    @staticmethod
+    def _raise_missing_parents(missing: list[tuple[str, str]]) -> None:
+        if missing:
+            entry_id, parent = missing[0]
+            raise EntryConflictError(
+                f"entry {entry_id!r} names parent {parent!r}, which does not exist"
+            )
+
+    @staticmethod
+    def _raise_duplicate_entries(duplicates: Sequence[str]) -> None:
+        if duplicates:
+            raise EntryConflictError(f"entry id {duplicates[0]!r} already exists")
+
+    def _scan_branch(self, leaf_id: str) -> list[Entry]:
+        path: list[Entry] = []
+        seen: set[str] = set()
+        current: str | None = leaf_id
+        while current is not None:
+            if current in seen:
+                break
+            seen.add(current)
+            found = self._get_entries([current])
+            if not found:
+                if current == leaf_id:
+                    raise StorageValidationError(f"entry {leaf_id!r} does not exist")
+                break
+            path.append(found[0])
+            current = found[0].parent_id
+        path.reverse()
+        return path
+
+    # -- backend primitives -----------------------------------------------------------------
+
+    @abstractmethod
+    def _commit(self, txn: Transaction) -> CommitResult:
+        """Apply a validated, non-empty transaction atomically or raise with nothing applied."""
+
+    @abstractmethod
+    def _get_value(self, address: Value) -> StoredValue | None: ...
+
+    @abstractmethod
+    def _scan_values(self, namespace: str, key_prefix: str, scope: Scope) -> list[StoredValue]: ...
+
+    @abstractmethod
+    def _read_list(
+        self, address: ValueList, cursor: int | None, order: ListOrder, limit: int
+    ) -> list[ListElement]:
+        """At most `limit` elements after `cursor` in `order` (tags are applied by the caller)."""
+
+    @abstractmethod
+    def _get_entries(self, ids: list[str]) -> list[Entry]: ...
+
+    @abstractmethod
+    def _scan_entries(self, after_seq: int | None, limit: int | None) -> list[Entry]: ...
+
+    @abstractmethod
+    def _get_stats(self) -> StorageStats: ...
+
+    @abstractmethod
+    def _snapshot(self) -> Snapshot: ...
+
+    @abstractmethod
+    def _close(self) -> None: ...
+
+
+class Repository(ABC):
+    """All sessions of one storage location (a directory, a database file, a table + bucket)."""
+
+    @abstractmethod
+    def open(self, session_id: str) -> Storage:
+        """Open (creating lazily) the storage of `session_id`."""
+
+    @abstractmethod
+    def list_sessions(self) -> list[str]:
+        """Ids of the sessions stored here, sorted."""
+
+    @abstractmethod
+    def delete_session(self, session_id: str) -> None:
+        """Remove every record of `session_id`, scoped progress included. Absent is fine."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release shared resources."""

@@ -1,0 +1,27 @@
+"""JSON values as stored: validated once, stored as canonical text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeAlias
+
+from turnkeep.storage.errors import StorageValidationError
+
+JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
+
+
+def dump_json(value: object, *, what: str) -> str:
+    """Serialize `value` to compact JSON text, or raise naming `what` was unserializable."""
+    try:
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+        text.encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise StorageValidationError(f"{what} is not a JSON value: {exc}") from exc
+    except UnicodeEncodeError as exc:
+        raise StorageValidationError(f"{what} holds a lone surrogate: {exc}") from exc
+    return text
+
+
+def load_json(text: str) -> Any:
+    """Parse JSON text written by dump_json."""
+    return json.loads(text)

@@ -1,0 +1,177 @@
+"""Resident session state: the reference semantics, shared by the memory and JSONL backends."""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from dataclasses import dataclass, field
+
+from turnkeep.storage.addresses import Value, ValueList
+from turnkeep.storage.errors import EntryConflictError
+from turnkeep.storage.jsonvalue import load_json
+from turnkeep.storage.records import Entry, ListElement, Snapshot, StorageStats, StoredValue
+from turnkeep.storage.scopes import Scope, scope_from_key, scope_key
+from turnkeep.storage.writes import (
+    AppendList,
+    DeleteList,
+    DeleteValue,
+    InsertEntry,
+    InsertUsage,
+    RetireScope,
+    SetValue,
+    Transaction,
+    UsageRow,
+    missing_parents,
+)
+
+PhysKey = tuple[str, str, str]
+"""(scope key, namespace, key): scope is part of physical identity."""
+
+
+@dataclass(slots=True)
+class _StoredEntry:
+    id: str
+    parent_id: str | None
+    type: str
+    data_json: str
+    seq: int
+
+    def to_entry(self) -> Entry:
+        return Entry(self.id, self.parent_id, self.type, load_json(self.data_json), self.seq)
+
+
+@dataclass
+class MemoryState:
+    """Values, lists, entries, usage and the next sequence of one session."""
+
+    next_seq: int = 1
+    values: dict[PhysKey, tuple[str, int]] = field(default_factory=dict)
+    lists: dict[PhysKey, list[tuple[int, str, str | None]]] = field(default_factory=dict)
+    entries: dict[str, _StoredEntry] = field(default_factory=dict)
+    entry_order: list[str] = field(default_factory=list)
+    usage: list[UsageRow] = field(default_factory=list)
+    stats: StorageStats = field(default_factory=StorageStats)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def check(self, txn: Transaction) -> None:
+        """Raise EntryConflictError if `txn` cannot apply; changes nothing."""
+        duplicates = [i for i in txn.entry_ids if i in self.entries]
+        if duplicates:
+            raise EntryConflictError(f"entry id {duplicates[0]!r} already exists")
+        missing = missing_parents(txn, set(self.entries))
+        if missing:
+            entry_id, parent = missing[0]
+            raise EntryConflictError(
+                f"entry {entry_id!r} names parent {parent!r}, which does not exist"
+            )
+
+    def apply(self, txn: Transaction, first_seq: int) -> tuple[int, ...]:
+        """Apply a checked transaction with sequences from `first_seq`; returns them."""
+        seqs = tuple(range(first_seq, first_seq + len(txn.writes)))
+        for write, seq in zip(txn.writes, seqs, strict=True):
+            self.apply_write(write, seq)
+        self.next_seq = max(self.next_seq, first_seq + len(txn.writes))
+        return seqs
+
+    def apply_write(self, write: object, seq: int) -> None:
+        """Apply one committed write (used by replay too)."""
+        if isinstance(write, SetValue):
+            self.values[_phys(write.address)] = (write.value_json, seq)
+        elif isinstance(write, DeleteValue):
+            self.values.pop(_phys(write.address), None)
+        elif isinstance(write, AppendList):
+            self.lists.setdefault(_phys(write.address), []).append(
+                (seq, write.element_json, write.tag)
+            )
+        elif isinstance(write, DeleteList):
+            self.lists.pop(_phys(write.address), None)
+        elif isinstance(write, RetireScope):
+            self.retire(write.scope.id)
+        elif isinstance(write, InsertEntry):
+            self.entries[write.id] = _StoredEntry(
+                write.id, write.parent_id, write.type, write.data_json, seq
+            )
+            self.entry_order.append(write.id)
+            self.stats = self.stats.with_entry(write.type)
+        elif isinstance(write, InsertUsage):
+            self.usage.append(write.row)
+            self.stats = self.stats.with_usage(write.row)
+        else:  # pragma: no cover - build_transaction admits only the types above
+            raise TypeError(f"unknown write {write!r}")
+
+    def retire(self, scope_id: str) -> None:
+        """Delete every value and list of ephemeral scope `scope_id`."""
+        for key in [k for k in self.values if k[0] == scope_id]:
+            del self.values[key]
+        for key in [k for k in self.lists if k[0] == scope_id]:
+            del self.lists[key]
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def get_value(self, address: Value) -> StoredValue | None:
+        found = self.values.get(_phys(address))
+        if found is None:
+            return None
+        return StoredValue(address, load_json(found[0]), found[1])
+
+    def scan_values(self, namespace: str, key_prefix: str, scope: Scope) -> list[StoredValue]:
+        sk = scope_key(scope)
+        rows = sorted(
+            (k[2], text, seq)
+            for k, (text, seq) in self.values.items()
+            if k[0] == sk and k[1] == namespace and k[2].startswith(key_prefix)
+        )
+        return [
+            StoredValue(Value(namespace, key, scope), load_json(text), seq)
+            for key, text, seq in rows
+        ]
+
+    def read_list(
+        self, address: ValueList, cursor: int | None, order: str, limit: int
+    ) -> list[ListElement]:
+        rows = self.lists.get(_phys(address), [])
+        if order == "asc":
+            start = 0 if cursor is None else bisect.bisect_right(rows, cursor, key=lambda r: r[0])
+            picked = rows[start : start + limit]
+        else:
+            end = (
+                len(rows)
+                if cursor is None
+                else bisect.bisect_left(rows, cursor, key=lambda r: r[0])
+            )
+            picked = rows[max(0, end - limit) : end][::-1]
+        return [ListElement(seq, load_json(text), tag) for seq, text, tag in picked]
+
+    def get_entries(self, ids: list[str]) -> list[Entry]:
+        return [self.entries[i].to_entry() for i in ids if i in self.entries]
+
+    def scan_entries(self, after_seq: int | None, limit: int | None) -> list[Entry]:
+        order = self.entry_order
+        start = 0
+        if after_seq is not None:
+            start = bisect.bisect_right(order, after_seq, key=lambda i: self.entries[i].seq)
+        picked = order[start:] if limit is None else order[start : start + limit]
+        return [self.entries[i].to_entry() for i in picked]
+
+    def snapshot(self) -> Snapshot:
+        values = tuple(
+            StoredValue(Value(k[1], k[2], scope_from_key(k[0])), load_json(text), seq)
+            for k, (text, seq) in sorted(self.values.items())
+            if k[0] == ""
+        )
+        lists = tuple(
+            (
+                ValueList(k[1], k[2], scope_from_key(k[0])),
+                tuple(ListElement(seq, load_json(text), tag) for seq, text, tag in rows),
+            )
+            for k, rows in sorted(self.lists.items())
+            if k[0] == ""
+        )
+        entries = tuple(self.entries[i].to_entry() for i in self.entry_order)
+        return Snapshot(values, lists, entries, tuple(self.usage))
+
+
+def _phys(address: Value | ValueList) -> PhysKey:
+    return (scope_key(address.scope), address.namespace, address.key)

@@ -1,0 +1,55 @@
+"""Tools: a name, a description, a pydantic argument model, replay safety, and a handler."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from turnkeep.providers.base import ToolSpec
+
+A = TypeVar("A", bound=BaseModel)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool returns to the model; `is_error` marks a failure the model should see."""
+
+    content: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Where a tool call runs. Tools bound to a session get it by construction, not from here."""
+
+    session_id: str
+    user_id: str
+    operation_id: str
+    call_id: str
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Tool(Generic[A]):
+    """A tool the model may call.
+
+    `replay_safe` declares that running the call again after an unknown outcome (a crash
+    mid-call) is harmless; otherwise the harness records the call as interrupted.
+    """
+
+    name: str
+    description: str
+    args_model: type[A]
+    handler: Callable[[A, ToolContext], ToolResult]
+    replay_safe: bool = False
+
+    def spec(self) -> ToolSpec:
+        """The JSON-schema description the model receives."""
+        return ToolSpec(self.name, self.description, self.args_model.model_json_schema())
+
+    def run(self, args: A, ctx: ToolContext) -> ToolResult:
+        """Call the handler with validated arguments."""
+        return self.handler(args, ctx)
