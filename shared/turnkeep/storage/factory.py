@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 from typing import Protocol, cast
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from turnkeep.storage.base import Repository, Storage
 from turnkeep.storage.errors import StorageValidationError
@@ -58,6 +58,7 @@ def path_from_url(url: SplitResult, *, what: str) -> str:
     """The absolute filesystem path of a file-backed URL (`scheme:///abs/path`)."""
     if url.netloc not in ("", "localhost"):
         raise StorageValidationError(f"{what} URL must look like {url.scheme}:///absolute/path")
-    if not url.path.startswith("/"):
-        raise StorageValidationError(f"{what} URL needs an absolute path, got {url.path!r}")
-    return url.path
+    path = unquote(url.path)
+    if not path.startswith("/"):
+        raise StorageValidationError(f"{what} URL needs an absolute path, got {path!r}")
+    return path

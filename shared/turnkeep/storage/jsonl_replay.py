@@ -1,0 +1,204 @@
+"""Open/replay of a JSONL session (seed 004 §6.3 steps 1-9) into a MemoryState."""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from turnkeep.storage import jsonl_sidecars as files
+from turnkeep.storage.errors import EntryConflictError, StorageCorruptionError
+from turnkeep.storage.jsonl_codec import (
+    Record,
+    RecordError,
+    decode_writes,
+    encode_session_header,
+    parse_record,
+    parse_scope_header,
+    parse_session_header,
+)
+from turnkeep.storage.memory_state import MemoryState
+from turnkeep.storage.scopes import SESSION_SCOPE, EphemeralScope, Scope
+from turnkeep.storage.writes import InsertEntry, Transaction, Write
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Txn:
+    """A replayable transaction: its sequences, scope and (lazily) decoded writes."""
+
+    record: Record
+    scope: Scope
+    origin: str
+    line_no: int
+
+
+@dataclass(slots=True)
+class Replayed:
+    """What open produced: resident state and the files it found."""
+
+    state: MemoryState
+    high_water: int
+    boundaries: dict[str, int] = field(default_factory=dict)
+    """Latest retirement sequence per scope id."""
+    sidecars_removed: list[str] = field(default_factory=list)
+    cleanup_failures: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
+
+
+def _corrupt(path: str, line_no: int, exc: Exception) -> StorageCorruptionError:
+    return StorageCorruptionError(f"{path}: line {line_no}: {exc}")
+
+
+def _records(path: str, lines: list[bytes], scope_id: str | None) -> Iterator[tuple[int, Record]]:
+    """Parse every record line after the header; they must be strictly increasing."""
+    previous = 0
+    for index in range(1, len(lines)):
+        line_no = index + 1
+        try:
+            record = parse_record(lines[index])
+        except RecordError as exc:
+            raise _corrupt(path, line_no, exc) from exc
+        if record.scope_id != scope_id:
+            expected = "no scopeId" if scope_id is None else f"scopeId {scope_id!r}"
+            raise _corrupt(
+                path, line_no, RecordError(f"record has scopeId {record.scope_id!r}, {expected}")
+            )
+        if record.first <= previous:
+            raise _corrupt(
+                path, line_no, RecordError(f"seq {record.first} does not follow seq {previous}")
+            )
+        previous = record.last
+        yield line_no, record
+
+
+def _create_main(main: str, session_id: str, *, fsync: bool) -> None:
+    files.create_atomically(main, encode_session_header(session_id, 1), fsync=fsync)
+
+
+def replay(directory: str, session_id: str, *, fsync: bool) -> Replayed:
+    """Read (creating or repairing) every file of the session and rebuild its state."""
+    main = files.main_path(directory, session_id)
+    for temp in files.main_temp_files(main):
+        files.try_remove(temp, why="leftover temp file")
+    result = Replayed(MemoryState(), 0)
+
+    # 1. Main file: create, or read and repair its torn tail.
+    if not os.path.exists(main):
+        # Sidecars are only ever created after their main file, so a sidecar directory
+        # without one is the remains of an interrupted delete: it must not come back to life.
+        files.remove_scopes_dir(main)
+        _create_main(main, session_id, fsync=fsync)
+        return result
+    contents = files.read_and_repair(main)
+    if contents.repaired:
+        result.repaired.append(main)
+    if not contents.lines:
+        # Only a torn header: the file never held a committed transaction (rename replaces it).
+        _create_main(main, session_id, fsync=fsync)
+        contents = files.read_and_repair(main)
+    try:
+        header_next = parse_session_header(contents.lines[0], session_id)
+    except RecordError as exc:
+        raise _corrupt(main, 1, exc) from exc
+    high_water = header_next - 1
+    main_txns: list[_Txn] = []
+    boundaries = result.boundaries
+    for line_no, record in _records(main, contents.lines, None):
+        txn = _Txn(record, SESSION_SCOPE, main, line_no)
+        main_txns.append(txn)
+        high_water = max(high_water, record.last)
+        # 5. Latest retirement per scope (only retirements need decoding up front).
+        for item, seq in zip(record.body["writes"], record.seqs, strict=True):
+            if isinstance(item, dict) and item.get("kind") == "scope":
+                scope_id = item.get("scopeId")
+                if isinstance(scope_id, str):
+                    boundaries[scope_id] = seq
+
+    # 2-3. Sidecars: validate identity, repair torn tails, parse every complete record.
+    sidecars, temps = files.discover(main)
+    for temp in temps:
+        files.try_remove(temp, why="leftover temp file")
+    streams: list[list[_Txn]] = [main_txns]
+    removable: list[str] = []
+    for sidecar in sidecars:
+        contents = files.read_and_repair(sidecar.path)
+        if contents.repaired:
+            result.repaired.append(sidecar.path)
+        if not contents.lines:
+            # A header-less file can hold no committed record (records follow the header).
+            removable.append(sidecar.path)
+            continue
+        try:
+            scope_id = parse_scope_header(contents.lines[0], session_id, sidecar.quoted_id)
+        except RecordError as exc:
+            raise _corrupt(sidecar.path, 1, exc) from exc
+        boundary = boundaries.get(scope_id, 0)
+        scope = EphemeralScope(scope_id)
+        kept: list[_Txn] = []
+        for line_no, record in _records(sidecar.path, contents.lines, scope_id):
+            # 4. Every complete record counts toward the high-water, kept or not.
+            high_water = max(high_water, record.last)
+            if record.first > boundary:
+                kept.append(_Txn(record, scope, sidecar.path, line_no))
+            elif record.last > boundary:
+                raise _corrupt(
+                    sidecar.path,
+                    line_no,
+                    RecordError(f"transaction {record.seqs} straddles retirement {boundary}"),
+                )
+        if kept:
+            streams.append(kept)
+        else:
+            removable.append(sidecar.path)
+
+    # 7. Merge by global sequence and replay, rejecting duplicates and disorder.
+    state = result.state
+    previous = 0
+    for txn in heapq.merge(*streams, key=lambda t: t.record.first):
+        record = txn.record
+        if record.first <= previous:
+            raise _corrupt(
+                txn.origin,
+                txn.line_no,
+                RecordError(f"seq {record.first} is not above seq {previous} of another file"),
+            )
+        previous = record.last
+        _apply(state, txn)
+
+    for path in result.repaired:
+        log.warning("jsonl storage: cut a torn final line (an uncommitted write) off %s", path)
+
+    # 8. Never reuse a sequence any complete record ever held.
+    state.next_seq = high_water + 1
+    result.high_water = high_water
+
+    # 9. Remove sidecars with nothing after their latest retirement; failure is harmless
+    #    because the boundary keeps their records out of replay.
+    for path in removable:
+        if files.try_remove(path, why="retired scope cleanup"):
+            result.sidecars_removed.append(path)
+        else:
+            result.cleanup_failures.append(path)
+    return result
+
+
+def _apply(state: MemoryState, txn: _Txn) -> None:
+    try:
+        writes: list[Write] = decode_writes(txn.record, txn.scope)
+    except RecordError as exc:
+        raise _corrupt(txn.origin, txn.line_no, exc) from exc
+    entry_ids = tuple(w.id for w in writes if isinstance(w, InsertEntry))
+    if entry_ids:
+        # Replay must not build a tree the commit path would have rejected.
+        try:
+            if len(set(entry_ids)) != len(entry_ids):
+                raise EntryConflictError(f"entry ids repeat within one transaction: {entry_ids}")
+            state.check(Transaction(SESSION_SCOPE, tuple(writes), entry_ids))
+        except EntryConflictError as exc:
+            raise _corrupt(txn.origin, txn.line_no, exc) from exc
+    for write, seq in zip(writes, txn.record.seqs, strict=True):
+        state.apply_write(write, seq)
