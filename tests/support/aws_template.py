@@ -34,7 +34,7 @@ _CfnLoader.add_multi_constructor("!", _tag)
 def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
     """The parsed template (intrinsic functions as dicts)."""
     with path.open(encoding="utf-8") as fh:
-        data: dict[str, Any] = yaml.load(fh, Loader=_CfnLoader)  # noqa: S506 - SafeLoader subclass
+        data: dict[str, Any] = yaml.load(fh, Loader=_CfnLoader)
     return data
 
 
@@ -91,10 +91,16 @@ def create_bucket(client: Any, name: str, template: dict[str, Any] | None = None
     if rules:
         converted = []
         for rule in rules:
-            item: dict[str, Any] = {"ID": rule["Id"], "Status": rule["Status"], "Filter": {"Prefix": ""}}
+            item: dict[str, Any] = {
+                "ID": rule["Id"],
+                "Status": rule["Status"],
+                "Filter": {"Prefix": ""},
+            }
             if "AbortIncompleteMultipartUpload" in rule:
                 item["AbortIncompleteMultipartUpload"] = rule["AbortIncompleteMultipartUpload"]
             if "ExpirationInDays" in rule:
                 item["Expiration"] = {"Days": rule["ExpirationInDays"]}
             converted.append(item)
-        client.put_bucket_lifecycle_configuration(Bucket=name, LifecycleConfiguration={"Rules": converted})
+        client.put_bucket_lifecycle_configuration(
+            Bucket=name, LifecycleConfiguration={"Rules": converted}
+        )

@@ -5,8 +5,9 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from tests.conformance.backends import BackendHarness
 from turnkeep.storage import open_repository
+
+from tests.conformance.backends import BackendHarness
 
 
 def make(tmp_path: Path) -> BackendHarness:

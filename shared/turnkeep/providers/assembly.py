@@ -1,0 +1,98 @@
+"""Reassembles a provider's streamed pieces into the neutral stream events and a settled message.
+
+Shared by the Bedrock and OpenAI-compatible providers: each feeds text pieces and tool-call
+pieces keyed by its own block/index numbering; the assembler numbers tool calls 0.. in order of
+appearance, keeps the settled parts in that order (adjacent text merged), and never parses the
+argument text (the harness validates it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from turnkeep.providers.base import (
+    Message,
+    ModelResponse,
+    Part,
+    ResponseDone,
+    StopReason,
+    TextDelta,
+    TextPart,
+    ToolCallDelta,
+    ToolCallPart,
+    ToolCallStart,
+    Usage,
+)
+
+
+@dataclass(slots=True)
+class _PendingCall:
+    index: int
+    id: str
+    name: str
+    pieces: list[str] = field(default_factory=list)
+
+
+class StreamAssembler:
+    """Collects one round's deltas; `finish` returns the final ResponseDone."""
+
+    def __init__(self) -> None:
+        # Order of appearance: text runs (as lists of pieces) and tool calls interleaved.
+        self._order: list[list[str] | _PendingCall] = []
+        self._calls: dict[object, _PendingCall] = {}
+
+    @property
+    def tool_call_count(self) -> int:
+        """How many tool calls have started so far."""
+        return len(self._calls)
+
+    def has_call(self, key: object) -> bool:
+        """Whether a tool call was started under the provider's `key`."""
+        return key in self._calls
+
+    def text(self, piece: str) -> TextDelta | None:
+        """Record a text piece; None for an empty piece (nothing to stream)."""
+        if not piece:
+            return None
+        last = self._order[-1] if self._order else None
+        if isinstance(last, list):
+            last.append(piece)
+        else:
+            self._order.append([piece])
+        return TextDelta(piece)
+
+    def start_tool_call(self, key: object, call_id: str, name: str) -> ToolCallStart:
+        """Begin the tool call the provider identifies by `key` (its block or index number)."""
+        if key in self._calls:
+            raise ValueError(f"tool call {key!r} started twice")
+        call = _PendingCall(len(self._calls), call_id, name)
+        self._calls[key] = call
+        self._order.append(call)
+        return ToolCallStart(call.index, call_id, name)
+
+    def tool_arguments(self, key: object, piece: str) -> ToolCallDelta | None:
+        """Append raw argument text to the call `key`; None for an empty piece."""
+        call = self._calls[key]
+        if not piece:
+            return None
+        call.pieces.append(piece)
+        return ToolCallDelta(call.index, piece)
+
+    def message(self) -> Message:
+        """The assistant message assembled so far."""
+        parts: list[Part] = []
+        for item in self._order:
+            if isinstance(item, list):
+                parts.append(TextPart("".join(item)))
+            else:
+                arguments = "".join(item.pieces)
+                # A tool without parameters streams no argument text at all; "{}" is what the
+                # model meant, and an empty string would fail JSON parsing in the harness.
+                if not arguments.strip():
+                    arguments = "{}"
+                parts.append(ToolCallPart(item.id, item.name, arguments))
+        return Message("assistant", tuple(parts))
+
+    def finish(self, stop_reason: StopReason, usage: Usage, model: str) -> ResponseDone:
+        """The final event of the round."""
+        return ResponseDone(ModelResponse(self.message(), stop_reason, usage, model))

@@ -1,0 +1,202 @@
+"""Pick a model provider from one configuration string (see docs/providers.md).
+
+    scripted
+    bedrock:<model id>[?region=R&stream=false&max_tokens=N]
+    openai:<base url>#<model>[?key=<reference>&stream=false&timeout=S&max_tokens=N]
+
+`<reference>` is a credential reference (`env:` / `secretsmanager:` / `ssm:`, see
+turnkeep.providers.credentials); without it the key comes from the environment. Provider modules
+are imported lazily so a Lambda that runs the scripted model never imports boto3 or httpx.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl
+
+from turnkeep.providers.base import FatalModelError, ModelProvider
+
+if TYPE_CHECKING:
+    import httpx
+    from mypy_boto3_bedrock_runtime import BedrockRuntimeClient
+    from mypy_boto3_secretsmanager import SecretsManagerClient
+    from mypy_boto3_ssm import SSMClient
+
+SPEC_FORMS = (
+    "scripted",
+    "bedrock:<model id>[?region=R&stream=false&max_tokens=N]",
+    "openai:<base url>#<model>[?key=<reference>&stream=false&timeout=S&max_tokens=N]",
+)
+_BEDROCK_OPTIONS = frozenset({"region", "stream", "max_tokens"})
+_OPENAI_OPTIONS = frozenset({"key", "stream", "timeout", "max_tokens"})
+
+
+class ProviderConfigError(FatalModelError, ValueError):
+    """A provider configuration string is malformed; the message names the offending part."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="configuration")
+
+
+def provider_from_config(
+    spec: str,
+    *,
+    bedrock_client: BedrockRuntimeClient | None = None,
+    http_client: httpx.Client | None = None,
+    secrets_client: SecretsManagerClient | None = None,
+    ssm_client: SSMClient | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ModelProvider:
+    """The provider `spec` names; injected clients are used instead of default ones."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ProviderConfigError(f"empty provider spec; expected one of: {'; '.join(SPEC_FORMS)}")
+    spec = spec.strip()
+    kind, sep, rest = spec.partition(":")
+    if kind == "scripted":
+        if sep:
+            raise ProviderConfigError(f"provider spec {spec!r}: 'scripted' takes no arguments")
+        from turnkeep.providers.scripted import ScriptedProvider
+
+        return ScriptedProvider()
+    if kind == "bedrock" and sep:
+        return _bedrock(spec, rest, bedrock_client)
+    if kind == "openai" and sep:
+        return _openai(
+            spec,
+            rest,
+            http_client=http_client,
+            secrets_client=secrets_client,
+            ssm_client=ssm_client,
+            environ=environ,
+        )
+    raise ProviderConfigError(
+        f"unknown provider spec {kind!r} in {spec!r}; expected one of: {'; '.join(SPEC_FORMS)}"
+    )
+
+
+def _bedrock(spec: str, rest: str, client: BedrockRuntimeClient | None) -> ModelProvider:
+    model_id, options = _split_options(spec, rest, _BEDROCK_OPTIONS)
+    if not model_id or any(c.isspace() for c in model_id):
+        raise ProviderConfigError(
+            f"provider spec {spec!r}: bedrock needs a model id without spaces, "
+            "e.g. bedrock:anthropic.claude-3-5-haiku-20241022-v1:0"
+        )
+    from turnkeep.providers.bedrock import DEFAULT_MAX_TOKENS, BedrockProvider
+
+    return BedrockProvider(
+        model_id,
+        client,
+        stream=_bool(spec, options, "stream", default=True),
+        max_tokens=_int(spec, options, "max_tokens", default=DEFAULT_MAX_TOKENS),
+        region_name=options.get("region"),
+    )
+
+
+def _openai(
+    spec: str,
+    rest: str,
+    *,
+    http_client: httpx.Client | None,
+    secrets_client: SecretsManagerClient | None,
+    ssm_client: SSMClient | None,
+    environ: Mapping[str, str] | None,
+) -> ModelProvider:
+    base_url, hash_sign, model_part = rest.partition("#")
+    if not hash_sign:
+        raise ProviderConfigError(
+            f"provider spec {spec!r}: openai needs '<base url>#<model>', "
+            "e.g. openai:http://localhost:11434/v1#llama3.1"
+        )
+    model, options = _split_options(spec, model_part, _OPENAI_OPTIONS)
+    if not model:
+        raise ProviderConfigError(f"provider spec {spec!r}: the model name after '#' is empty")
+    if not base_url.startswith(("http://", "https://")):
+        raise ProviderConfigError(
+            f"provider spec {spec!r}: base url {base_url!r} must be an absolute http(s) URL"
+        )
+    from turnkeep.providers.credentials import resolve_api_key
+    from turnkeep.providers.openai_compat import DEFAULT_TIMEOUT, OpenAICompatProvider
+
+    max_tokens = _int(spec, options, "max_tokens", default=0) or None
+    timeout = _float(spec, options, "timeout", default=DEFAULT_TIMEOUT)
+    stream = _bool(spec, options, "stream", default=True)
+    # Options are checked before the key is fetched: a typo costs no Secrets Manager call.
+    api_key = resolve_api_key(
+        options.get("key"), environ=environ, secrets_client=secrets_client, ssm_client=ssm_client
+    )
+    try:
+        return OpenAICompatProvider(
+            base_url,
+            model,
+            api_key,
+            http_client,
+            timeout,
+            stream=stream,
+            max_tokens=max_tokens,
+        )
+    except ValueError as exc:
+        raise ProviderConfigError(f"provider spec {spec!r}: {exc}") from exc
+
+
+# -- options ------------------------------------------------------------------------------------
+
+
+def _split_options(spec: str, text: str, allowed: frozenset[str]) -> tuple[str, dict[str, str]]:
+    head, question, query = text.partition("?")
+    if not question:
+        return head.strip(), {}
+    options: dict[str, str] = {}
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True)
+    except ValueError as exc:
+        raise ProviderConfigError(f"provider spec {spec!r}: malformed options {query!r}") from exc
+    for name, value in pairs:
+        if name not in allowed:
+            raise ProviderConfigError(
+                f"provider spec {spec!r}: unknown option {name!r} "
+                f"(allowed: {', '.join(sorted(allowed))})"
+            )
+        if name in options:
+            raise ProviderConfigError(f"provider spec {spec!r}: option {name!r} given twice")
+        options[name] = value
+    return head.strip(), options
+
+
+def _bool(spec: str, options: Mapping[str, str], name: str, *, default: bool) -> bool:
+    if name not in options:
+        return default
+    value = options[name].lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise ProviderConfigError(f"provider spec {spec!r}: option {name}={value!r} is not a boolean")
+
+
+def _int(spec: str, options: Mapping[str, str], name: str, *, default: int) -> int:
+    if name not in options:
+        return default
+    try:
+        value = int(options[name])
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ProviderConfigError(
+            f"provider spec {spec!r}: option {name}={options[name]!r} must be a positive integer"
+        )
+    return value
+
+
+def _float(spec: str, options: Mapping[str, str], name: str, *, default: float) -> float:
+    if name not in options:
+        return default
+    try:
+        value = float(options[name])
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise ProviderConfigError(
+            f"provider spec {spec!r}: option {name}={options[name]!r} must be a positive number"
+        )
+    return value

@@ -1,0 +1,210 @@
+"""A real OpenAI-compatible Chat Completions server on 127.0.0.1 for tests (stdlib http.server).
+
+Each POST to `/v1/chat/completions` is answered by the next queued `Reply` (or by a `responder`
+callable that computes one from the request body); every request body and its headers are
+recorded. Streamed replies use HTTP/1.1 chunked transfer encoding, one SSE event per chunk, as
+uvicorn/vLLM/OpenAI do, so a dropped connection is a real truncated chunked body.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import socketserver
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind resolves the host's FQDN (a DNS lookup); 127.0.0.1 needs none.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name = "127.0.0.1"
+        self.server_port = self.server_address[1]
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client closing its keep-alive connection is normal here, not worth a traceback.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
+@dataclass
+class Reply:
+    """How the server answers one request.
+
+    `events`: SSE data payloads (dicts are JSON-encoded; strings sent verbatim, e.g. "[DONE]").
+    `status`/`json_body`: a plain JSON response instead (errors, non-streamed completions).
+    `drop_after`: close the socket after this many events, without ending the chunked body.
+    `hang`: block until the server stops (for client timeouts).
+    """
+
+    events: list[dict[str, Any] | str] = field(default_factory=list)
+    status: int = 200
+    json_body: Any = None
+    drop_after: int | None = None
+    hang: bool = False
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+class ChatServer:
+    """Context manager running the server in a thread; `base_url` ends in `/v1`."""
+
+    def __init__(self, responder: Callable[[dict[str, Any]], Reply] | None = None) -> None:
+        self.replies: list[Reply] = []
+        self.requests: list[RecordedRequest] = []
+        self.responder = responder
+        self._release = threading.Event()
+        self._server = _Server(("127.0.0.1", 0), self._handler_class())
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def queue(self, *replies: Reply) -> None:
+        self.replies.extend(replies)
+
+    def __enter__(self) -> ChatServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._release.set()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def _next_reply(self, body: dict[str, Any]) -> Reply:
+        if self.responder is not None:
+            return self.responder(body)
+        if not self.replies:
+            return Reply(status=500, json_body={"error": {"message": "test server: no reply"}})
+        return self.replies.pop(0)
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # keep test output clean
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                server.requests.append(
+                    RecordedRequest(
+                        self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                    )
+                )
+                if self.path != "/v1/chat/completions":
+                    self._json(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                reply = server._next_reply(body)
+                if reply.hang:
+                    server._release.wait(timeout=30)
+                    self.close_connection = True
+                    return
+                if reply.json_body is not None or reply.status != 200:
+                    self._json(reply.status, reply.json_body)
+                    return
+                self._stream(reply)
+
+            def _json(self, status: int, payload: Any) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _stream(self, reply: Reply) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for count, event in enumerate(reply.events):
+                    if reply.drop_after is not None and count >= reply.drop_after:
+                        self.wfile.flush()
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                        self.close_connection = True
+                        return
+                    payload = event if isinstance(event, str) else json.dumps(event)
+                    data = f"data: {payload}\n\n".encode()
+                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+
+        return Handler
+
+
+# -- chunk builders -------------------------------------------------------------------------------
+
+
+def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    """One `chat.completion.chunk` with a single choice."""
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": "test-model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
+
+
+def usage_chunk(prompt: int, completion: int, cached: int = 0) -> dict[str, Any]:
+    """The final chunk sent with `stream_options.include_usage`: no choices, only usage."""
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    if cached:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": "test-model",
+        "choices": [],
+        "usage": usage,
+    }
+
+
+def text_chunks(*pieces: str) -> Iterator[dict[str, Any]]:
+    yield chunk({"role": "assistant", "content": ""})
+    for piece in pieces:
+        yield chunk({"content": piece})
+
+
+def tool_call_chunks(
+    index: int, call_id: str, name: str, pieces: list[str]
+) -> list[dict[str, Any]]:
+    """A streamed tool call: id and name first, then the argument text in pieces."""
+    first = {
+        "index": index,
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": ""},
+    }
+    return [
+        chunk({"tool_calls": [first]}),
+        *(chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}) for p in pieces),
+    ]

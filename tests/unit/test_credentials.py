@@ -1,0 +1,113 @@
+"""API-key resolution: environment, Secrets Manager and SSM (moto) via Powertools parameters."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from turnkeep.providers.credentials import CredentialError, resolve_api_key, resolve_secret
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with mock_aws():
+        yield
+
+
+def unique(prefix: str) -> str:
+    # Powertools caches values by name for a few seconds: never reuse a name across tests.
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def test_no_reference_and_no_variables_means_no_key() -> None:
+    assert resolve_api_key(environ={}) is None
+
+
+def test_turnkeep_variable_wins_over_openai_variable() -> None:
+    env = {"TURNKEEP_OPENAI_API_KEY": "sk-turnkeep", "OPENAI_API_KEY": "sk-openai"}
+
+    assert resolve_api_key(environ=env) == "sk-turnkeep"
+    assert resolve_api_key(environ={"OPENAI_API_KEY": " sk-openai\n"}) == "sk-openai"
+
+
+def test_env_reference_reads_the_named_variable() -> None:
+    assert resolve_api_key("env:MY_KEY", environ={"MY_KEY": "sk-mine"}) == "sk-mine"
+
+
+def test_missing_env_reference_is_a_clear_error() -> None:
+    with pytest.raises(CredentialError, match="MY_KEY is not set"):
+        resolve_api_key("env:MY_KEY", environ={})
+
+
+@pytest.mark.usefixtures("aws")
+def test_secretsmanager_reference_reads_the_secret_string() -> None:
+    name = unique("turnkeep/openai")
+    boto3.client("secretsmanager").create_secret(Name=name, SecretString="sk-from-secrets\n")
+
+    assert resolve_api_key(f"secretsmanager:{name}", environ={}) == "sk-from-secrets"
+
+
+@pytest.mark.usefixtures("aws")
+def test_secretsmanager_reference_with_field_reads_one_json_field() -> None:
+    name = unique("turnkeep/keys")
+    document = {"openai": "sk-json-field", "other": "x"}
+    boto3.client("secretsmanager").create_secret(Name=name, SecretString=json.dumps(document))
+
+    assert resolve_secret(f"secretsmanager:{name}#openai") == "sk-json-field"
+    with pytest.raises(CredentialError, match="no field 'missing'"):
+        resolve_secret(f"secretsmanager:{name}#missing")
+
+
+@pytest.mark.usefixtures("aws")
+def test_ssm_reference_reads_the_decrypted_parameter() -> None:
+    name = "/" + unique("turnkeep/openai-key")
+    boto3.client("ssm").put_parameter(Name=name, Value="sk-from-ssm", Type="SecureString")
+
+    assert resolve_api_key(f"ssm:{name}", environ={}) == "sk-from-ssm"
+
+
+@pytest.mark.usefixtures("aws")
+def test_reference_in_the_ref_variable_wins_over_plain_variables() -> None:
+    name = "/" + unique("turnkeep/ref")
+    boto3.client("ssm").put_parameter(Name=name, Value="sk-ref", Type="SecureString")
+    env = {"TURNKEEP_OPENAI_API_KEY_REF": f"ssm:{name}", "OPENAI_API_KEY": "sk-plain"}
+
+    assert resolve_api_key(environ=env) == "sk-ref"
+
+
+@pytest.mark.usefixtures("aws")
+def test_injected_clients_are_used() -> None:
+    secrets: Any = boto3.client("secretsmanager")
+    ssm: Any = boto3.client("ssm")
+    secret_name, param_name = unique("s"), "/" + unique("p")
+    secrets.create_secret(Name=secret_name, SecretString="sk-s")
+    ssm.put_parameter(Name=param_name, Value="sk-p", Type="SecureString")
+
+    assert resolve_secret(f"secretsmanager:{secret_name}", secrets_client=secrets) == "sk-s"
+    assert resolve_secret(f"ssm:{param_name}", ssm_client=ssm) == "sk-p"
+
+
+@pytest.mark.usefixtures("aws")
+@pytest.mark.parametrize("scheme", ["secretsmanager", "ssm"])
+def test_missing_secret_or_parameter_is_a_clear_error_naming_it(scheme: str) -> None:
+    name = "/" + unique("absent")
+
+    with pytest.raises(CredentialError, match=f"cannot read {scheme}:{name}"):
+        resolve_secret(f"{scheme}:{name}")
+
+
+@pytest.mark.parametrize("reference", ["sk-live-abcdef123456", "vault:thing", "ssm:", ""])
+def test_malformed_reference_is_rejected_without_echoing_a_pasted_key(reference: str) -> None:
+    with pytest.raises(CredentialError) as caught:
+        resolve_secret(reference)
+
+    if reference.startswith("sk-"):
+        assert reference not in str(caught.value)

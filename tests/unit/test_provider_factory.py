@@ -1,0 +1,113 @@
+"""provider_from_config: the documented spec strings and clear errors for malformed ones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import httpx
+import pytest
+from turnkeep.providers.bedrock import DEFAULT_MAX_TOKENS, BedrockProvider
+from turnkeep.providers.credentials import CredentialError
+from turnkeep.providers.factory import ProviderConfigError, provider_from_config
+from turnkeep.providers.openai_compat import OpenAICompatProvider
+
+
+@pytest.fixture
+def bedrock_client() -> Any:
+    return boto3.client(
+        "bedrock-runtime",
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+
+
+def test_scripted_spec_builds_the_scripted_provider() -> None:
+    from turnkeep.providers.scripted import ScriptedProvider
+
+    assert isinstance(provider_from_config("scripted"), ScriptedProvider)
+
+
+def test_bedrock_spec_keeps_colons_of_the_model_id_and_uses_the_injected_client(
+    bedrock_client: Any,
+) -> None:
+    provider = provider_from_config(
+        "bedrock:anthropic.claude-3-5-haiku-20241022-v1:0", bedrock_client=bedrock_client
+    )
+
+    assert isinstance(provider, BedrockProvider)
+    assert provider.model_id == "anthropic.claude-3-5-haiku-20241022-v1:0"
+    assert provider.client is bedrock_client
+    assert provider.streaming is True
+    assert provider.max_tokens == DEFAULT_MAX_TOKENS
+
+
+def test_bedrock_spec_accepts_an_inference_profile_arn_and_options() -> None:
+    arn = "arn:aws:bedrock:eu-west-1:123456789012:inference-profile/eu.amazon.nova-lite-v1:0"
+
+    provider = provider_from_config(f"bedrock:{arn}?region=eu-west-1&stream=false&max_tokens=512")
+
+    assert isinstance(provider, BedrockProvider)
+    assert provider.model_id == arn
+    assert provider.streaming is False
+    assert provider.max_tokens == 512
+
+
+def test_openai_spec_splits_base_url_and_model_with_the_key_from_the_environment() -> None:
+    http = httpx.Client()
+    provider = provider_from_config(
+        "openai:http://localhost:11434/v1#llama3.1:8b",
+        http_client=http,
+        environ={"OPENAI_API_KEY": "sk-env"},
+    )
+    http.close()
+
+    assert isinstance(provider, OpenAICompatProvider)
+    assert provider.url == "http://localhost:11434/v1/chat/completions"
+    assert provider.model == "llama3.1:8b"
+    assert provider._api_key == "sk-env"
+
+
+def test_openai_spec_key_option_is_a_reference_never_a_literal() -> None:
+    provider = provider_from_config(
+        "openai:https://api.openai.com/v1#gpt-4o-mini?key=env:TEAM_KEY&timeout=30&stream=off",
+        environ={"TEAM_KEY": "sk-team"},
+    )
+    assert isinstance(provider, OpenAICompatProvider)
+    assert provider._api_key == "sk-team"
+    assert provider.streaming is False
+
+    with pytest.raises(CredentialError, match="literal keys are not accepted"):
+        provider_from_config("openai:https://api.openai.com/v1#gpt-4o?key=sk-abc123", environ={})
+
+
+@pytest.mark.parametrize(
+    ("spec", "complaint"),
+    [
+        ("", "empty provider spec"),
+        ("   ", "empty provider spec"),
+        ("gpt-4o", "unknown provider spec 'gpt-4o'"),
+        ("anthropic:claude", "unknown provider spec 'anthropic'"),
+        ("bedrock", "unknown provider spec 'bedrock'"),
+        ("bedrock:", "bedrock needs a model id"),
+        ("bedrock:my model", "bedrock needs a model id"),
+        ("bedrock:m?stream=maybe", "stream='maybe' is not a boolean"),
+        ("bedrock:m?max_tokens=0", "max_tokens='0' must be a positive integer"),
+        ("bedrock:m?temperature=1", "unknown option 'temperature'"),
+        ("bedrock:m?region=a&region=b", "option 'region' given twice"),
+        ("scripted:extra", "'scripted' takes no arguments"),
+        ("openai:http://localhost:11434/v1", "needs '<base url>#<model>'"),
+        ("openai:http://localhost:11434/v1#", "model name after '#' is empty"),
+        ("openai:localhost:11434/v1#llama3", "must be an absolute http"),
+        ("openai:http://#llama3", "must be an absolute http"),
+        ("openai:http://h/v1#m?timeout=-1", "timeout='-1' must be a positive number"),
+    ],
+)
+def test_malformed_spec_is_a_clear_error_naming_the_problem(spec: str, complaint: str) -> None:
+    with pytest.raises(ProviderConfigError) as caught:
+        provider_from_config(spec, environ={})
+
+    assert complaint in str(caught.value)
+    assert isinstance(caught.value, ValueError)
+    assert caught.value.code == "configuration"
