@@ -1,0 +1,228 @@
+"""Storage throughput and reopen time per backend (issue #2 targets; prints a table).
+
+For memory, jsonl and sqlite (each imported lazily; "not available" if its module is missing):
+- commits/s of single scoped appends (one `append_list` to an ephemeral scope per commit);
+- commits/s of 10-write session transactions (values, list appends, an entry, a usage row);
+- reopen time of a session holding N committed records across 100 scopes, half of them retired
+  (open + first read of stats and of a live list).
+Figures are medians of several runs. Targets: sqlite and jsonl >= 5,000 scoped append
+commits/s and reopen of 100,000 records < 2 s.
+
+    .venv/bin/python bench/storage_bench.py            # full sizes (about a minute)
+    .venv/bin/python bench/storage_bench.py --smoke    # tiny sizes, a few seconds (CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from turnkeep.storage import (
+    UsageRow,
+    Write,
+    append_list,
+    ephemeral_scope,
+    insert_entry,
+    insert_usage,
+    open_storage,
+    retire_scope,
+    set_value,
+    value,
+    value_list,
+)
+
+SCOPED_TARGET = 5_000.0
+REOPEN_TARGET_S = 2.0
+TARGET_BACKENDS = ("jsonl", "sqlite")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    runs: int
+    scoped_commits: int
+    session_commits: int
+    reopen_records: int
+    reopen_scopes: int
+    reopen_runs: int
+
+
+FULL = Sizes(
+    runs=5,
+    scoped_commits=5_000,
+    session_commits=1_000,
+    reopen_records=100_000,
+    reopen_scopes=100,
+    reopen_runs=3,
+)
+SMOKE = Sizes(
+    runs=1,
+    scoped_commits=200,
+    session_commits=50,
+    reopen_records=2_000,
+    reopen_scopes=10,
+    reopen_runs=1,
+)
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    module: str
+    url: Callable[[Path], str]
+
+
+BACKENDS = (
+    Backend("memory", "turnkeep.storage.memory", lambda _: f"memory://bench-{uuid.uuid4().hex}"),
+    Backend("jsonl", "turnkeep.storage.jsonl", lambda d: f"jsonl://{d / 'jsonl'}"),
+    Backend("sqlite", "turnkeep.storage.sqlite", lambda d: f"sqlite://{d / 'bench.db'}"),
+)
+
+
+def _available(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
+
+
+def _fresh_session() -> str:
+    return f"bench-{uuid.uuid4().hex[:12]}"
+
+
+def scoped_append_rate(url: str, commits: int) -> float:
+    """Commits/s of one scoped append per commit."""
+    storage = open_storage(url, _fresh_session())
+    frames = value_list("frames", "resp-1", ephemeral_scope("op-1"))
+    payload = {"delta": "x" * 40}
+    start = time.perf_counter()
+    for _ in range(commits):
+        storage.commit([append_list(frames, payload)])
+    elapsed = time.perf_counter() - start
+    storage.close()
+    return commits / elapsed
+
+
+def session_txn_rate(url: str, commits: int) -> float:
+    """Commits/s of 10-write session transactions."""
+    storage = open_storage(url, _fresh_session())
+    events = value_list("events")
+    parent: str | None = None
+    start = time.perf_counter()
+    for i in range(commits):
+        entry_id = f"e{i}"
+        writes: list[Write] = [
+            set_value(value("op.state", f"k{j}"), {"step": i, "j": j}) for j in range(4)
+        ]
+        writes += [
+            append_list(events, {"i": i, "j": j}, tag="t" if j == 0 else None) for j in range(4)
+        ]
+        writes.append(insert_entry(entry_id, parent, "message", {"text": "hello"}))
+        writes.append(insert_usage(UsageRow(input_tokens=10, output_tokens=5, cost_usd=0.001)))
+        storage.commit(writes)
+        parent = entry_id
+    elapsed = time.perf_counter() - start
+    storage.close()
+    return commits / elapsed
+
+
+def build_reopen_session(url: str, records: int, scopes: int) -> str:
+    """A session of `records` scoped writes over `scopes` scopes, then half of them retired."""
+    session_id = _fresh_session()
+    storage = open_storage(url, session_id)
+    per_scope = records // scopes
+    batch = 100
+    for s in range(scopes):
+        scope = ephemeral_scope(f"op-{s}")
+        frames = value_list("frames", "r", scope)
+        for start in range(0, per_scope, batch):
+            n = min(batch, per_scope - start)
+            writes: list[Write] = [append_list(frames, {"i": start + k}) for k in range(n - 1)]
+            writes.append(set_value(value("checkpoint", "c", scope), {"at": start + n}))
+            storage.commit(writes)
+    storage.commit([retire_scope(ephemeral_scope(f"op-{s}")) for s in range(0, scopes, 2)])
+    storage.close()
+    return session_id
+
+
+def reopen_seconds(url: str, session_id: str) -> float:
+    """Seconds to open the session and serve its first reads."""
+    start = time.perf_counter()
+    storage = open_storage(url, session_id)
+    storage.get_stats()
+    storage.read_list(value_list("frames", "r", ephemeral_scope("op-1")), limit=1)
+    elapsed = time.perf_counter() - start
+    storage.close()
+    return elapsed
+
+
+def run_backend(backend: Backend, sizes: Sizes, workdir: Path) -> dict[str, float]:
+    url = backend.url(workdir)
+    scoped = [scoped_append_rate(url, sizes.scoped_commits) for _ in range(sizes.runs)]
+    session = [session_txn_rate(url, sizes.session_commits) for _ in range(sizes.runs)]
+    sid = build_reopen_session(url, sizes.reopen_records, sizes.reopen_scopes)
+    reopen = [reopen_seconds(url, sid) for _ in range(sizes.reopen_runs)]
+    return {
+        "scoped": statistics.median(scoped),
+        "session": statistics.median(session),
+        "reopen": statistics.median(reopen),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes for CI")
+    parser.add_argument("--backend", action="append", help="only these backends (repeatable)")
+    args = parser.parse_args(argv)
+    sizes = SMOKE if args.smoke else FULL
+    chosen = [b for b in BACKENDS if not args.backend or b.name in args.backend]
+    print(
+        f"storage bench ({'smoke' if args.smoke else 'full'}): medians of {sizes.runs} runs; "
+        f"{sizes.scoped_commits} scoped append commits, {sizes.session_commits} 10-write "
+        f"session commits, reopen of {sizes.reopen_records:,} records / {sizes.reopen_scopes} "
+        f"scopes (half retired), median of {sizes.reopen_runs}"
+    )
+    header = f"{'backend':<8} {'scoped appends/s':>17} {'10-write txns/s':>16} {'reopen s':>9}"
+    print(header)
+    print("-" * len(header))
+    misses: list[str] = []
+    failures: list[str] = []
+    for backend in chosen:
+        if not _available(backend.module):
+            print(f"{backend.name:<8} not available ({backend.module} is missing)")
+            continue
+        try:
+            with tempfile.TemporaryDirectory(prefix="turnkeep-bench-") as tmp:
+                figures = run_backend(backend, sizes, Path(tmp))
+        except Exception as exc:  # a broken backend must not hide the others' figures
+            print(f"{backend.name:<8} failed: {type(exc).__name__}: {exc}")
+            failures.append(backend.name)
+            continue
+        print(
+            f"{backend.name:<8} {figures['scoped']:>17,.0f} {figures['session']:>16,.0f} "
+            f"{figures['reopen']:>9.3f}"
+        )
+        if backend.name in TARGET_BACKENDS and not args.smoke:
+            if figures["scoped"] < SCOPED_TARGET:
+                misses.append(f"{backend.name}: {figures['scoped']:,.0f} scoped appends/s")
+            if figures["reopen"] >= REOPEN_TARGET_S:
+                misses.append(f"{backend.name}: reopen {figures['reopen']:.2f} s")
+    if not args.smoke:
+        print(
+            f"targets (jsonl, sqlite): >= {SCOPED_TARGET:,.0f} scoped appends/s, "
+            f"reopen < {REOPEN_TARGET_S:.0f} s: "
+            + ("met" if not misses else "MISSED: ")
+            + "; ".join(misses)
+        )
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
