@@ -1,0 +1,206 @@
+"""DynamoDB specifics: item layout, field-level UpdateItem requests, retry and error mapping."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError
+from turnkeep.envelope import (
+    HOST_META_KEYS,
+    EnvelopeConflictError,
+    EnvelopeUnavailableError,
+    open_envelope_store,
+)
+from turnkeep.envelope.dynamodb import DynamoEnvelopeStore
+
+from tests.support.envelope_stores import EnvelopeBackend, envelope_backend
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> Iterator[EnvelopeBackend]:
+    """DynamoDB on moto with a request log."""
+    with envelope_backend("dynamodb", tmp_path) as harness:
+        yield harness
+
+
+def _store(backend: EnvelopeBackend) -> DynamoEnvelopeStore:
+    store = backend.store()
+    assert isinstance(store, DynamoEnvelopeStore)
+    return store
+
+
+def _calls(backend: EnvelopeBackend) -> list[tuple[str, dict[str, Any]]]:
+    assert backend.client is not None
+    return backend.client.calls
+
+
+def _raw_item(store: DynamoEnvelopeStore, session_id: str) -> dict[str, Any]:
+    item: dict[str, Any] = store.client.get_item(
+        TableName=store.table,
+        Key={"pk": {"S": f"SESSION#{session_id}"}, "sk": {"S": "ENVELOPE"}},
+    )["Item"]
+    return item
+
+
+def test_envelope_item_uses_the_session_partition_and_owner_index_keys(
+    backend: EnvelopeBackend,
+) -> None:
+    store = _store(backend)
+    store.create("s1", "alice", {"title": "t", "archived": True})
+    item = _raw_item(store, "s1")
+    assert item["pk"] == {"S": "SESSION#s1"}
+    assert item["sk"] == {"S": "ENVELOPE"}
+    assert item["gsi1pk"] == {"S": "OWNER#alice"}
+    assert item["gsi1sk"] == {"S": "SESSION#s1"}
+    assert item["m_title"] == {"S": "t"}
+    assert item["m_archived"] == {"BOOL": True}
+    assert item["createdAt"] == item["updatedAt"] == {"N": str(backend.clock.now)}
+
+
+def test_worker_write_is_one_update_item_naming_only_its_attributes(
+    backend: EnvelopeBackend,
+) -> None:
+    store = _store(backend)
+    store.create("s1", "alice", {"title": "t"})
+    backend.clock.now += 1
+    _calls(backend).clear()
+    store.update_worker_meta("s1", {"workingNotes": "n", "turnError": None})
+    assert [name for name, _ in _calls(backend)] == ["update_item"]
+    request = _calls(backend)[0][1]
+    touched = set(request["ExpressionAttributeNames"].values())
+    assert touched == {"pk", "updatedAt", "m_workingNotes", "m_turnError"}
+    assert "REMOVE" in request["UpdateExpression"]
+    assert "attribute_exists" in request["ConditionExpression"]
+    assert "<" in request["ConditionExpression"]
+
+
+def test_host_put_is_one_update_item_touching_only_host_attributes(
+    backend: EnvelopeBackend,
+) -> None:
+    store = _store(backend)
+    store.create("s1", "alice")
+    backend.clock.now += 1
+    _calls(backend).clear()
+    store.put_host_meta("s1", "alice", {"title": "t"})
+    assert [name for name, _ in _calls(backend)] == ["update_item"]
+    names = set(_calls(backend)[0][1]["ExpressionAttributeNames"].values())
+    meta_names = {n.removeprefix("m_") for n in names if n.startswith("m_")}
+    assert meta_names == set(HOST_META_KEYS)
+    assert names - {f"m_{k}" for k in HOST_META_KEYS} == {"pk", "updatedAt", "ownerId"}
+
+
+def test_same_millisecond_write_retries_once_with_stored_plus_one(
+    backend: EnvelopeBackend,
+) -> None:
+    store = _store(backend)
+    created = store.create("s1", "alice")
+    _calls(backend).clear()
+    after = store.update_worker_meta("s1", {"turnStatus": "running"})  # clock did not move
+    assert [name for name, _ in _calls(backend)] == ["update_item", "update_item"]
+    assert after.updated_at == created.updated_at + 1
+
+
+def test_losing_the_updated_at_race_twice_is_a_conflict_and_writes_nothing(
+    backend: EnvelopeBackend,
+) -> None:
+    store = _store(backend)
+    rival = _store(backend)
+    store.create("s1", "alice")
+    assert backend.client is not None
+    racing = {"on": True}
+
+    def rival_writes_first(operation: str, params: dict[str, Any]) -> None:
+        # Before each of our UpdateItems, another writer lands a newer updatedAt.
+        if racing["on"] and operation == "update_item":
+            racing["on"] = False
+            rival.update_worker_meta("s1", {"turnStepCount": 1})
+            racing["on"] = True
+
+    backend.client.before = rival_writes_first
+    with pytest.raises(EnvelopeConflictError, match="won twice"):
+        store.update_worker_meta("s1", {"workingNotes": "lost?"})
+    backend.client.before = None
+    got = store.get("s1")
+    assert got is not None
+    assert got.meta == {"turnStepCount": 1}
+
+
+def test_delete_and_list_leave_session_storage_items_alone(backend: EnvelopeBackend) -> None:
+    store = _store(backend)
+    store.create("s1", "alice")
+    storage_item = {
+        "pk": {"S": "SESSION#s1"},
+        "sk": {"S": "S#HEAD"},
+        "gsi1pk": {"S": "OWNER#alice"},
+    }
+    storage_item["gsi1sk"] = {"S": "S#HEAD"}
+    store.client.put_item(TableName=store.table, Item=storage_item)
+    assert [e.session_id for e in store.list_for_owner("alice")] == ["s1"]
+    store.delete("s1")
+    left = store.client.query(
+        TableName=store.table,
+        KeyConditionExpression="pk = :p",
+        ExpressionAttributeValues={":p": {"S": "SESSION#s1"}},
+    )["Items"]
+    assert [i["sk"]["S"] for i in left] == ["S#HEAD"]
+
+
+def test_list_for_owner_pages_through_more_than_one_batch_get(backend: EnvelopeBackend) -> None:
+    store = _store(backend)
+    for i in range(130):
+        store.create(f"s{i:03d}", "alice")
+    listed = store.list_for_owner("alice")
+    assert [e.session_id for e in listed] == [f"s{i:03d}" for i in range(130)]
+    assert sum(1 for name, _ in _calls(backend) if name == "batch_get_item") == 2
+
+
+class _FailingClient:
+    """A client whose every call raises `error`."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def __getattr__(self, name: str) -> Any:
+        def fail(**_: Any) -> Any:
+            raise self.error
+
+        return fail
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ClientError({"Error": {"Code": "ProvisionedThroughputExceededException"}}, "UpdateItem"),
+        ClientError({"Error": {"Code": "ResourceNotFoundException"}}, "UpdateItem"),
+        EndpointConnectionError(endpoint_url="https://dynamodb.example"),
+    ],
+)
+def test_service_errors_become_unavailable_errors(error: Exception) -> None:
+    store = DynamoEnvelopeStore(_FailingClient(error), "T")  # type: ignore[arg-type]
+    with pytest.raises(EnvelopeUnavailableError, match="DynamoDB"):
+        store.update_worker_meta("s1", {"workingNotes": "x"})
+    with pytest.raises(EnvelopeUnavailableError):
+        store.get("s1")
+    with pytest.raises(EnvelopeUnavailableError):
+        store.create("s1", "alice")
+
+
+def test_missing_table_is_unavailable_not_a_crash(backend: EnvelopeBackend) -> None:
+    assert backend.client is not None
+    store = DynamoEnvelopeStore(backend.client, "no-such-table")  # type: ignore[arg-type]
+    with pytest.raises(EnvelopeUnavailableError, match="ResourceNotFound"):
+        store.get("s1")
+
+
+def test_aws_url_builds_a_client_for_the_named_table(backend: EnvelopeBackend) -> None:
+    table = _store(backend).table
+    store = open_envelope_store(f"aws://?table={table}&region=us-east-1")
+    try:
+        assert isinstance(store, DynamoEnvelopeStore)
+        store.create("s1", "alice", {"title": "via url"})
+        assert backend.store().get("s1") is not None
+    finally:
+        store.close()
