@@ -1,0 +1,287 @@
+"""The `turnkeep` command: `demo` (a scripted multi-turn run on SQLite) and `chat` (interactive).
+
+Both run turns in-process through the same step functions the Step Functions path uses, with
+storage and envelopes in `sqlite:///<cwd>/.local/turnkeep.db` unless TURNKEEP_STORAGE_URL /
+TURNKEEP_ENVELOPE_URL say otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TextIO
+
+from turnkeep.envelope import EnvelopeStore, open_envelope_store
+from turnkeep.harness import HarnessDeps, HarnessLimits, TurnConflictError, TurnResult, run_turn
+from turnkeep.harness.orchestrator import ToolOutcome
+from turnkeep.harness.state import (
+    CHECKPOINT_NS,
+    MEMO_NS,
+    frames_address,
+    load_record,
+    load_state,
+    op_scope,
+    response_id,
+)
+from turnkeep.providers.base import (
+    ModelProvider,
+    ResponseDone,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+)
+from turnkeep.providers.scripted import ScriptedProvider
+from turnkeep.settings import TurnkeepSettings
+from turnkeep.storage import Storage, open_storage
+
+DEMO_USER = "demo-user"
+DEMO_SCRIPT: tuple[str, ...] = (
+    "hello turnkeep",
+    "remember the deploy region is eu-west-1",
+    'call calculator {"expression": "6*7"}\n'
+    "call clock_now {}\n"
+    "then\n"
+    'call echo {"text": "second round, two calls"}\n'
+    'call calculator {"expression": "2**10"}',
+    "remember the answer is 42",
+    "what do you remember?",
+)
+
+
+class StreamPrinter:
+    """Prints a turn as it streams: assistant text, tool calls, tool results."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._in_text = False
+        self._calls: dict[int, list[str]] = {}
+
+    def on_event(self, event: StreamEvent) -> None:
+        """Print one stream event."""
+        if isinstance(event, TextDelta):
+            if not self._in_text:
+                self.out.write("assistant> ")
+                self._in_text = True
+            self.out.write(event.text)
+        elif isinstance(event, ToolCallStart):
+            self._end_text()
+            self._calls[event.index] = [event.name, ""]
+        elif isinstance(event, ToolCallDelta):
+            self._calls.setdefault(event.index, ["?", ""])[1] += event.arguments
+        elif isinstance(event, ResponseDone):
+            self._end_text()
+            for name, args in self._calls.values():
+                self.out.write(f"  -> tool call {name} {args}\n")
+            self._calls.clear()
+        self.out.flush()
+
+    def on_tool(self, outcome: ToolOutcome) -> None:
+        """Print one finished tool call."""
+        mark = "error" if outcome.is_error else "ok"
+        first_line = outcome.content.splitlines()[0] if outcome.content else ""
+        self.out.write(f"  <- {outcome.name} [{mark}] {first_line}\n")
+        self.out.flush()
+
+    def _end_text(self) -> None:
+        if self._in_text:
+            self.out.write("\n")
+            self._in_text = False
+
+
+@dataclass
+class LocalRuntime:
+    """Deps of local mode plus the handles it holds open for the run."""
+
+    deps: HarnessDeps
+    envelopes: EnvelopeStore
+    storage_url: str
+    keeper: Storage
+
+    def close(self) -> None:
+        """Release the envelope store and the keeper handle."""
+        self.envelopes.close()
+        self.keeper.close()
+
+
+def _local_runtime(
+    settings: TurnkeepSettings, provider: ModelProvider | Callable[[str | None], ModelProvider]
+) -> LocalRuntime:
+    if not settings.storage_url or not settings.envelope_url:
+        settings.local_dir.mkdir(parents=True, exist_ok=True)
+    storage_url = settings.storage_url_or_local()
+    # Opened first and held for the run: the SQLite storage refuses a file that already holds
+    # foreign tables without its schema version (the envelope store shares the file), and an
+    # open handle spares every step's close a WAL checkpoint.
+    keeper = open_storage(storage_url, "local-keeper")
+    envelopes = open_envelope_store(settings.envelope_url_or_local())
+    limits = HarnessLimits(
+        max_steps=settings.max_steps,
+        wall_clock_seconds=settings.wall_clock_seconds,
+        frame_interval_ms=settings.frame_interval_ms,
+        frame_max_bytes=settings.frame_max_bytes,
+    )
+    deps = HarnessDeps(
+        open_storage=lambda session_id: open_storage(storage_url, session_id),
+        envelopes=envelopes,
+        provider=provider,
+        limits=limits,
+    )
+    return LocalRuntime(deps, envelopes, storage_url, keeper)
+
+
+def _describe(result: TurnResult) -> str:
+    text = f"[turn {result.op_id}: {result.status}, {result.rounds} model rounds"
+    text += f", {result.usage.input_tokens} in / {result.usage.output_tokens} out tokens"
+    return text + (f", error: {result.error}]" if result.error else "]")
+
+
+def _scope_left(deps: HarnessDeps, session_id: str, result: TurnResult) -> int:
+    """Frames still stored in the operation's scope (0 once retired)."""
+    storage = deps.open_storage(session_id)
+    try:
+        left = sum(
+            len(storage.read_list(frames_address(result.op_id, response_id(result.op_id, r))))
+            for r in range(result.rounds + 1)
+        )
+        for namespace in (CHECKPOINT_NS, MEMO_NS):
+            left += len(storage.scan_values(namespace, "", op_scope(result.op_id)))
+        # The operation state must be gone and the result record present.
+        ended = load_state(storage, result.op_id) is None
+        left += int(not ended or load_record(storage, result.op_id) is None)
+        return left
+    finally:
+        storage.close()
+
+
+def run_demo(args: argparse.Namespace, out: TextIO) -> int:
+    """Run DEMO_SCRIPT as turns of one new session and check each operation scope is gone."""
+    settings = TurnkeepSettings()
+    provider = ScriptedProvider(frame_delay=args.delay)
+    runtime = _local_runtime(settings, provider)
+    deps, envelopes, storage_url = runtime.deps, runtime.envelopes, runtime.storage_url
+    session_id = f"demo-{uuid.uuid4().hex[:12]}"
+    envelopes.create(session_id, DEMO_USER, {"title": "turnkeep demo"})
+    out.write(f"turnkeep demo: session {session_id} in {storage_url}\n")
+    printer = StreamPrinter(out)
+    failures = 0
+    try:
+        for text in DEMO_SCRIPT:
+            out.write("\nuser> " + text.replace("\n", "\n      ") + "\n")
+            result = run_turn(
+                deps,
+                session_id,
+                DEMO_USER,
+                text,
+                on_event=printer.on_event,
+                on_tool=printer.on_tool,
+            )
+            out.write(_describe(result) + "\n")
+            left = _scope_left(deps, session_id, result)
+            out.write(
+                f"[scope {result.op_id}: "
+                + ("retired, nothing left]" if left == 0 else f"NOT retired: {left} items]")
+                + "\n"
+            )
+            failures += int(result.status != "completed" or left != 0)
+        envelope = envelopes.get(session_id)
+        notes = envelope.working_notes if envelope is not None else None
+        out.write(f"\nworking notes folded into the next turn:\n{notes or '(none)'}\n")
+        storage = deps.open_storage(session_id)
+        try:
+            stats = storage.get_stats()
+        finally:
+            storage.close()
+        out.write(
+            f"session {session_id}: {stats.message_count} transcript messages, "
+            f"{stats.usage_rows} model rounds\n"
+        )
+    finally:
+        runtime.close()
+    out.write("demo " + ("OK" if failures == 0 else f"FAILED ({failures} problems)") + "\n")
+    return 0 if failures == 0 else 1
+
+
+def run_chat(args: argparse.Namespace, inp: TextIO, out: TextIO) -> int:
+    """Interactive line-based chat: each line is one turn, streamed; `/quit` or EOF ends."""
+    settings = TurnkeepSettings()
+    model = args.model or settings.model
+
+    def resolve(spec: str | None) -> ModelProvider:
+        from turnkeep.providers.factory import provider_from_config
+
+        return provider_from_config(spec or model)
+
+    runtime = _local_runtime(settings, resolve)
+    deps, envelopes, storage_url = runtime.deps, runtime.envelopes, runtime.storage_url
+    session_id = args.session or f"chat-{uuid.uuid4().hex[:12]}"
+    if envelopes.get(session_id) is None:
+        envelopes.create(session_id, args.user, {"title": "turnkeep chat"})
+    out.write(f"turnkeep chat: session {session_id} ({model}) in {storage_url}\n")
+    out.write("type a message; /notes shows the working notes; /quit ends\n")
+    printer = StreamPrinter(out)
+    try:
+        while True:
+            out.write("you> ")
+            out.flush()
+            line = inp.readline()
+            if not line:
+                out.write("\n")
+                break
+            text = line.strip()
+            if not text:
+                continue
+            if text in ("/quit", "/exit"):
+                break
+            if text == "/notes":
+                envelope = envelopes.get(session_id)
+                notes = envelope.working_notes if envelope is not None else None
+                out.write((notes or "(no working notes)") + "\n")
+                continue
+            try:
+                result = run_turn(
+                    deps,
+                    session_id,
+                    args.user,
+                    text,
+                    on_event=printer.on_event,
+                    on_tool=printer.on_tool,
+                )
+            except TurnConflictError as exc:
+                out.write(f"[{exc}]\n")
+                continue
+            if result.status != "completed":
+                out.write(_describe(result) + "\n")
+    finally:
+        runtime.close()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `turnkeep` command."""
+    parser = argparse.ArgumentParser(prog="turnkeep", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="run a scripted multi-turn conversation on SQLite")
+    demo.add_argument(
+        "--delay", type=float, default=0.0, help="seconds between streamed frames (visual)"
+    )
+    chat = sub.add_parser("chat", help="interactive chat with streaming output")
+    chat.add_argument("--session", help="session id to continue (default: a new session)")
+    chat.add_argument("--user", default=DEMO_USER, help="user id owning the session")
+    chat.add_argument("--model", help="provider spec (default: TURNKEEP_MODEL or scripted)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `turnkeep` console script."""
+    args = build_parser().parse_args(argv)
+    if args.command == "demo":
+        return run_demo(args, sys.stdout)
+    return run_chat(args, sys.stdin, sys.stdout)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

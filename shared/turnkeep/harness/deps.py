@@ -1,0 +1,77 @@
+"""What every step function needs: storage, envelopes, model, tools, clock and limits."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from turnkeep.envelope import EnvelopeStore
+from turnkeep.notes import working_notes_tools
+from turnkeep.providers.base import ModelProvider
+from turnkeep.storage import Storage
+from turnkeep.system_prompt import DEFAULT_SYSTEM_PROMPT
+from turnkeep.tools.base import Tool
+from turnkeep.tools.builtin import builtin_tools
+from turnkeep.tools.registry import ToolRegistry
+
+ProviderResolver = Callable[[str | None], ModelProvider]
+ToolFactory = Callable[[str, str], Iterable[Tool[Any]]]
+"""(session_id, user_id) -> the session's tools besides the always-on working-notes tools."""
+
+
+class HarnessLimits(BaseModel):
+    """Caps of one turn and the progress cadence."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_steps: int = Field(default=16, ge=1, description="model rounds per turn")
+    wall_clock_seconds: float = Field(default=300.0, gt=0, description="turn deadline")
+    frame_interval_ms: int = Field(default=50, ge=0, description="frame coalescing interval")
+    frame_max_bytes: int = Field(default=2048, ge=1, description="frame coalescing size")
+    max_interrupted_rounds: int = Field(
+        default=2, ge=0, description="consecutive interrupted model rounds before the turn fails"
+    )
+    model_retries: int = Field(
+        default=2, ge=0, description="in-process retries of a retryable model error"
+    )
+    tool_parallelism: int = Field(default=4, ge=1, description="in-process parallel tool steps")
+    max_tool_result_bytes: int = Field(
+        default=65536, ge=256, description="a longer tool result is cut with an explicit marker"
+    )
+
+
+def _default_tools(_session_id: str, _user_id: str) -> list[Tool[Any]]:
+    return builtin_tools()
+
+
+@dataclass
+class HarnessDeps:
+    """Dependencies of the step functions; steps hold no other state.
+
+    `open_storage(session_id)` returns a Storage the step closes when done. `provider` is one
+    provider or a resolver from the turn's model spec (None = default) to a provider.
+    """
+
+    open_storage: Callable[[str], Storage]
+    envelopes: EnvelopeStore
+    provider: ModelProvider | ProviderResolver
+    tools: ToolFactory = _default_tools
+    clock: Callable[[], float] = time.time
+    limits: HarnessLimits = field(default_factory=HarnessLimits)
+    default_system: str = DEFAULT_SYSTEM_PROMPT
+
+    def provider_for(self, model: str | None) -> ModelProvider:
+        """The provider that runs a turn whose model spec is `model`."""
+        if isinstance(self.provider, ModelProvider):
+            return self.provider
+        return self.provider(model)
+
+    def registry(self, session_id: str, user_id: str) -> ToolRegistry:
+        """The session's tools plus the always-on working-notes tools bound to it."""
+        # Notes tools first: a session tool reusing one of their names is a registry error.
+        registry = ToolRegistry(working_notes_tools(self.envelopes, user_id, session_id))
+        return registry.extend(self.tools(session_id, user_id))

@@ -1,0 +1,101 @@
+"""Step inputs and outputs: small JSON-able models (ids and counters, never transcripts)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from turnkeep.harness.state import UsageTotals
+
+
+class StepIO(BaseModel):
+    """Base of every step payload (Step Functions passes them as JSON)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str = Field(min_length=1, max_length=128)
+    op_id: str = Field(min_length=1, max_length=100)
+
+
+class StartTurnInput(StepIO):
+    """Start a turn: the user's message and the turn's model spec (None = default)."""
+
+    user_id: str = Field(min_length=1, max_length=256)
+    text: str = Field(min_length=1)
+    model: str | None = None
+
+
+class StartTurnOutput(StepIO):
+    """The turn is running; the first model round is `round`."""
+
+    round: int = 0
+    status: str
+
+
+class ModelStepInput(StepIO):
+    """Run model round `round` (the previous output's `next_round`)."""
+
+    round: int = Field(ge=0)
+
+
+NextAction = Literal["tools", "model", "finish", "fail", "done"]
+
+
+class ModelStepOutput(StepIO):
+    """What to do next: run `call_ids` (then model `next_round`), another round, end, or stop.
+
+    `done` means the turn already ended (e.g. aborted by a cancel); `fail` carries `error` for
+    `fail_turn`.
+    """
+
+    round: int
+    next: NextAction
+    next_round: int
+    call_ids: list[str] = Field(default_factory=list)
+    error: str | None = None
+    status: str = "running"
+    interrupted: bool = False
+    wrap_up: bool = False
+
+
+class ToolStepInput(StepIO):
+    """Run one tool call of the current round."""
+
+    call_id: str = Field(min_length=1)
+
+
+class ToolStepOutput(StepIO):
+    """Outcome of one tool call (its content stays in storage)."""
+
+    call_id: str
+    status: Literal["done", "skipped"]
+    is_error: bool = False
+    replayed: bool = False
+    interrupted: bool = False
+
+
+class FinishTurnInput(StepIO):
+    """End the turn as completed."""
+
+
+class FailTurnInput(StepIO):
+    """End the turn as failed (also the target of a Step Functions Catch)."""
+
+    error: str = "the turn failed"
+
+
+class TurnResult(StepIO):
+    """The terminal outcome of a turn."""
+
+    status: str
+    error: str | None = None
+    final_entry_id: str | None = None
+    rounds: int = 0
+    usage: UsageTotals = Field(default_factory=UsageTotals)
+
+
+class CancelResult(StepIO):
+    """What `cancel_turn` found or did."""
+
+    status: str

@@ -1,0 +1,272 @@
+"""Progress in the operation scope: coalesced assistant frames, tool checkpoints and memos.
+
+Every progress write is fenced: it first checks in storage that the operation is still running
+and refuses (FencedWriteError) once the terminal commit removed the operation state, so a late
+write never recreates a retired scope. Storage has no conditional write, so a write racing the
+terminal commit between the check and its own commit is detected by a re-check afterwards and
+compensated by retiring the scope again (a cleanup transaction, not a second terminal commit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from turnkeep.harness.errors import FencedWriteError
+from turnkeep.harness.state import (
+    END_TAG,
+    checkpoint_address,
+    frames_address,
+    is_running,
+    memo_address,
+    op_scope,
+)
+from turnkeep.providers.base import (
+    Message,
+    ModelResponse,
+    Part,
+    StopReason,
+    StreamEvent,
+    TextDelta,
+    TextPart,
+    ToolCallDelta,
+    ToolCallPart,
+    ToolCallStart,
+    Usage,
+)
+from turnkeep.storage import (
+    JsonValue,
+    Storage,
+    Value,
+    Write,
+    append_list,
+    delete_value,
+    retire_scope,
+    set_value,
+)
+
+
+def fenced_commit(storage: Storage, op_id: str, writes: list[Write]) -> None:
+    """Commit operation-scope `writes` only while `op_id` runs; compensate a lost race."""
+    if not is_running(storage, op_id):
+        raise FencedWriteError(
+            f"operation {op_id!r} of session {storage.session_id!r} has ended; "
+            "its progress write was rejected"
+        )
+    storage.commit(writes)
+    if not is_running(storage, op_id):
+        # The terminal commit landed between our check and our commit: the write began a new
+        # lifetime of the scope. End it again so no residue outlives the operation.
+        storage.commit([retire_scope(op_scope(op_id))])
+        raise FencedWriteError(
+            f"operation {op_id!r} ended while a progress write was in flight; it was retired"
+        )
+
+
+@dataclass
+class FrameStats:
+    """What a frame writer did (for tests and the benchmark)."""
+
+    commits: int = 0
+    deltas: int = 0
+    bytes: int = 0
+
+
+@dataclass
+class FrameWriter:
+    """Coalesces stream events into one list append per interval or size; final flush tagged.
+
+    Deltas are buffered; a flush happens when `interval_s` passed since the last flush or the
+    buffer holds `max_bytes` of text. `finish` writes the last element tagged `end` together
+    with the stop reason and usage, so recovery can rebuild a whole response from frames.
+    """
+
+    storage: Storage
+    op_id: str
+    response_id: str
+    clock: Callable[[], float]
+    interval_s: float = 0.05
+    max_bytes: int = 2048
+    stats: FrameStats = field(default_factory=FrameStats)
+    _buffer: list[dict[str, JsonValue]] = field(default_factory=list)
+    _buffered_bytes: int = 0
+    _last_flush: float | None = None
+    _closed: bool = False
+
+    def add(self, event: StreamEvent) -> None:
+        """Buffer one stream event (ResponseDone is handled by `finish`)."""
+        if self._closed:
+            raise FencedWriteError(f"frame writer of {self.response_id!r} is closed")
+        if self._last_flush is None:
+            self._last_flush = self.clock()
+        size = _append_delta(self._buffer, event)
+        self._buffered_bytes += size
+        self.stats.deltas += 1
+        if (
+            self._buffered_bytes >= self.max_bytes
+            or self.clock() - self._last_flush >= self.interval_s
+        ):
+            self.flush()
+
+    def flush(self, *, tag: str | None = None, end: dict[str, JsonValue] | None = None) -> None:
+        """Append the buffered deltas as one element (no-op when empty and untagged)."""
+        if self._closed:
+            raise FencedWriteError(f"frame writer of {self.response_id!r} is closed")
+        if not self._buffer and tag is None:
+            return
+        element: dict[str, JsonValue] = {"d": list(self._buffer)}
+        if end is not None:
+            element["end"] = end
+        try:
+            fenced_commit(
+                self.storage,
+                self.op_id,
+                [append_list(frames_address(self.op_id, self.response_id), element, tag)],
+            )
+        except FencedWriteError:
+            self._closed = True
+            raise
+        self.stats.commits += 1
+        self.stats.bytes += self._buffered_bytes
+        self._buffer.clear()
+        self._buffered_bytes = 0
+        self._last_flush = self.clock()
+
+    def finish(self, response: ModelResponse, *, wrap_up: bool = False) -> None:
+        """Write the final, `end`-tagged element and close the writer."""
+        usage = response.usage
+        self.flush(
+            tag=END_TAG,
+            end={
+                "wrap_up": wrap_up,
+                "stop": response.stop_reason,
+                "model": response.model,
+                "usage": [
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    usage.cache_read_tokens,
+                    usage.cache_write_tokens,
+                ],
+            },
+        )
+        self._closed = True
+
+    def close(self) -> None:
+        """Refuse every later write (the step is over)."""
+        self._closed = True
+
+
+def _append_delta(buffer: list[dict[str, JsonValue]], event: StreamEvent) -> int:
+    """Merge `event` into `buffer` (consecutive text / argument pieces coalesce); its size."""
+    last = buffer[-1] if buffer else None
+    if isinstance(event, TextDelta):
+        if last is not None and last.get("k") == "t":
+            last["x"] = str(last["x"]) + event.text
+        else:
+            buffer.append({"k": "t", "x": event.text})
+        return len(event.text.encode("utf-8"))
+    if isinstance(event, ToolCallStart):
+        buffer.append({"k": "c", "i": event.index, "id": event.id, "n": event.name})
+        return len(event.id) + len(event.name) + 16
+    if isinstance(event, ToolCallDelta):
+        if last is not None and last.get("k") == "a" and last.get("i") == event.index:
+            last["x"] = str(last["x"]) + event.arguments
+        else:
+            buffer.append({"k": "a", "i": event.index, "x": event.arguments})
+        return len(event.arguments.encode("utf-8"))
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayedFrames:
+    """A response rebuilt from stored frames; `response` is set only if the `end` frame exists."""
+
+    message: Message
+    response: ModelResponse | None
+    element_count: int
+    wrap_up: bool = False
+
+
+def read_frames(storage: Storage, op_id: str, response_id: str) -> ReplayedFrames | None:
+    """Rebuild the (possibly partial) response of a round from its frames; None if no frames."""
+    address = frames_address(op_id, response_id)
+    elements = []
+    cursor: int | None = None
+    while True:
+        page = storage.read_list(address, cursor=cursor, stop_at_tag=END_TAG)
+        elements.extend(page)
+        if not page or page[-1].tag == END_TAG:
+            break
+        cursor = page[-1].seq
+    if not elements:
+        return None
+    text: list[str] = []
+    calls: dict[int, tuple[str, str, list[str]]] = {}
+    order: list[int] = []
+    end: JsonValue = None
+    for element in elements:
+        value = element.value if isinstance(element.value, dict) else {}
+        for delta in value.get("d") or []:  # type: ignore[union-attr]
+            if not isinstance(delta, dict):
+                continue
+            kind = delta.get("k")
+            if kind == "t":
+                text.append(str(delta.get("x", "")))
+            elif kind == "c":
+                index = int(delta.get("i", 0))  # type: ignore[arg-type]
+                calls[index] = (str(delta.get("id")), str(delta.get("n")), [])
+                order.append(index)
+            elif kind == "a":
+                index = int(delta.get("i", 0))  # type: ignore[arg-type]
+                if index in calls:
+                    calls[index][2].append(str(delta.get("x", "")))
+        if element.tag == END_TAG:
+            end = value.get("end")
+    parts: list[Part] = []
+    if text and "".join(text):
+        parts.append(TextPart("".join(text)))
+    complete = isinstance(end, dict)
+    if complete:
+        # Tool calls are kept only from a complete stream: a partial call's arguments are cut.
+        parts.extend(ToolCallPart(calls[i][0], calls[i][1], "".join(calls[i][2])) for i in order)
+    message = Message("assistant", tuple(parts))
+    response = None
+    if isinstance(end, dict):
+        raw_usage = end.get("usage")
+        numbers = [int(n) for n in raw_usage] if isinstance(raw_usage, list) else []  # type: ignore[arg-type]
+        numbers = [*numbers, 0, 0, 0, 0][:4]
+        stop: StopReason = end.get("stop", "end_turn")  # type: ignore[assignment]
+        response = ModelResponse(message, stop, Usage(*numbers), str(end.get("model") or ""))
+    wrap_up = isinstance(end, dict) and end.get("wrap_up") is True
+    return ReplayedFrames(message, response, len(elements), wrap_up)
+
+
+@dataclass
+class ToolProgress:
+    """Checkpoint and memo of one tool call, in the operation scope; every write is fenced."""
+
+    storage: Storage
+    op_id: str
+    call_id: str
+
+    def checkpoint(self) -> JsonValue:
+        """The last checkpoint of this call (None if none), e.g. after a replay."""
+        stored = self.storage.get_value(checkpoint_address(self.op_id, self.call_id))
+        return None if stored is None else stored.value
+
+    def save_checkpoint(self, snapshot: JsonValue) -> None:
+        """Replace the checkpoint with `snapshot` (rejected once the operation ended)."""
+        self._write(checkpoint_address(self.op_id, self.call_id), snapshot)
+
+    def memo(self) -> JsonValue:
+        """The memo of this call (None if none)."""
+        stored = self.storage.get_value(memo_address(self.op_id, self.call_id))
+        return None if stored is None else stored.value
+
+    def save_memo(self, memo: JsonValue) -> None:
+        """Replace the memo (rejected once the operation ended)."""
+        self._write(memo_address(self.op_id, self.call_id), memo)
+
+    def _write(self, address: Value, data: JsonValue) -> None:
+        write: Write = delete_value(address) if data is None else set_value(address, data)
+        fenced_commit(self.storage, self.op_id, [write])

@@ -1,0 +1,171 @@
+"""Settling what a step left behind: tool results, interrupted rounds, the terminal commit.
+
+Rules (SPEC §4, seed 004 §5):
+- a tool call is settled as exactly one result entry; a call that never finished gets an
+  explicit error result, so the transcript never keeps a call without a result;
+- a model round that crashed mid-stream is recorded from its frames, marked interrupted;
+- the terminal commit writes the result record, removes the session-scoped operation state
+  and call states, and carries exactly one `retire_scope(ephemeral_scope(op))`;
+- close or a fault never retires: only the terminal commit (and the late-write compensation
+  in `progress.fenced_commit`) does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from turnkeep.harness.progress import read_frames
+from turnkeep.harness.state import (
+    CALL_NS,
+    CallState,
+    OperationState,
+    TerminalStatus,
+    TurnRecord,
+    call_address,
+    head_address,
+    load_call,
+    load_head,
+    op_address,
+    op_scope,
+    response_id,
+    result_address,
+    result_entry_id,
+)
+from turnkeep.harness.transcript import entry_data, tool_message
+from turnkeep.providers.base import Message, TextPart, ToolResultPart
+from turnkeep.storage import (
+    MESSAGE_ENTRY_TYPE,
+    Storage,
+    Write,
+    delete_value,
+    insert_entry,
+    retire_scope,
+    set_value,
+)
+
+INTERRUPTED_MARK = "[response interrupted]"
+
+
+@dataclass
+class Settlement:
+    """Writes that settle pending tool calls, and the branch head after them."""
+
+    writes: list[Write]
+    results: list[ToolResultPart]
+    head: str | None
+    """The head after these writes commit."""
+    deleted_calls: set[str]
+    committed_head: str | None
+    """The head in storage now (the settled results are not entries yet)."""
+
+
+def unfinished_text(call: CallState, reason: str) -> str:
+    """The error result of a call that has no real outcome."""
+    return f"Error: tool call {call.name} did not complete: {reason}"
+
+
+def settle_pending(storage: Storage, state: OperationState, reason: str) -> Settlement:
+    """Result entries for the last round's calls (unfinished ones get `reason` as an error)."""
+    committed = head = load_head(storage)
+    writes: list[Write] = []
+    results: list[ToolResultPart] = []
+    deleted: set[str] = set()
+    round_ = state.pending_round if state.pending_round is not None else state.round - 1
+    for call_id in state.pending_call_ids:
+        call = load_call(storage, state.op_id, call_id)
+        if call is None:
+            continue  # already settled by an earlier delivery of this step
+        if call.phase == "done" and call.content is not None:
+            part = ToolResultPart(call_id, call.name, call.content, call.is_error)
+            interrupted = call.interrupted
+        else:
+            part = ToolResultPart(call_id, call.name, unfinished_text(call, reason), True)
+            interrupted = True
+        entry_id = result_entry_id(state.op_id, round_, call_id)
+        writes.append(
+            insert_entry(
+                entry_id,
+                head,
+                MESSAGE_ENTRY_TYPE,
+                entry_data(
+                    tool_message([part]),
+                    op=state.op_id,
+                    round=round_,
+                    call_id=call_id,
+                    interrupted=interrupted,
+                    replayed=call.replayed,
+                ),
+            )
+        )
+        writes.append(delete_value(call_address(state.op_id, call_id)))
+        deleted.add(call_id)
+        results.append(part)
+        head = entry_id
+    if writes:
+        writes.append(set_value(head_address(), head))
+    return Settlement(writes, results, head, deleted, committed)
+
+
+def interrupted_message(partial: Message) -> Message:
+    """The text of a partial response plus an explicit interruption mark (tool calls dropped)."""
+    text = "".join(p.text for p in partial.parts if isinstance(p, TextPart))
+    body = f"{text}\n{INTERRUPTED_MARK}" if text else INTERRUPTED_MARK
+    return Message("assistant", (TextPart(body),))
+
+
+def terminal_writes(
+    storage: Storage,
+    state: OperationState,
+    status: TerminalStatus,
+    error: str | None,
+    now: float,
+) -> tuple[list[Write], TurnRecord]:
+    """The one terminal transaction: settle, record, remove op state, retire the scope once."""
+    reason = {
+        "aborted": "the turn was cancelled before it finished",
+        "failed": "the turn failed before it finished",
+        "completed": "the turn ended before the call ran",
+    }[status]
+    settled = settle_pending(storage, state, reason)
+    writes = list(settled.writes)
+    head = settled.head
+    last_entry = state.last_entry_id if not settled.writes else head
+    replay = read_frames(storage, state.op_id, response_id(state.op_id, state.round))
+    if replay is not None and any(isinstance(p, TextPart) for p in replay.message.parts):
+        # A round that streamed but never settled: keep what the user already saw, honestly.
+        entry_id = response_id(state.op_id, state.round)
+        writes.append(
+            insert_entry(
+                entry_id,
+                head,
+                MESSAGE_ENTRY_TYPE,
+                entry_data(
+                    interrupted_message(replay.message),
+                    op=state.op_id,
+                    round=state.round,
+                    interrupted=True,
+                    stop_reason=None,
+                    wrap_up=False,
+                ),
+            )
+        )
+        writes.append(set_value(head_address(), entry_id))
+        head = last_entry = entry_id
+    # Calls not in the pending list (e.g. a wrap-up round's) are removed too.
+    for stored in storage.scan_values(CALL_NS, f"{state.op_id}/"):
+        call_id = stored.address.key.split("/", 1)[1]
+        if call_id not in settled.deleted_calls:
+            writes.append(delete_value(call_address(state.op_id, call_id)))
+    record = TurnRecord(
+        op_id=state.op_id,
+        status=status,
+        error=error,
+        final_entry_id=last_entry,
+        rounds=state.round,
+        usage=state.usage,
+        finished_at=now,
+    )
+    writes.append(set_value(result_address(state.op_id), record.model_dump(mode="json")))
+    writes.append(delete_value(op_address(state.op_id)))
+    writes.append(retire_scope(op_scope(state.op_id)))
+    return writes, record

@@ -1,0 +1,214 @@
+"""Operation state, per-call state, turn results, and the storage addresses they live at.
+
+Session scope (durable, coordinated with entries in one transaction):
+  value("turn.op", op)              OperationState while the turn runs (deleted at terminal)
+  value("turn.call", f"{op}/{id}")  CallState of one tool call until it is settled as an entry
+  value("turn.result", op)          TurnRecord written by the terminal commit (kept)
+  value("turn.head")                id of the session's branch head entry
+Operation scope `ephemeral_scope(op)` (progress, retired by the terminal commit):
+  value_list("turn.frames", response_id)   coalesced assistant frames of one model round
+  value("tool.checkpoint", call_id)        a tool's output checkpoint
+  value("tool.memo", call_id)              a tool's memo
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from turnkeep.harness.errors import StepInputError
+from turnkeep.storage import (
+    EphemeralScope,
+    Storage,
+    Value,
+    ValueList,
+    ephemeral_scope,
+    value,
+    value_list,
+)
+
+OP_NS = "turn.op"
+CALL_NS = "turn.call"
+RESULT_NS = "turn.result"
+HEAD_NS = "turn.head"
+FRAMES_NS = "turn.frames"
+CHECKPOINT_NS = "tool.checkpoint"
+MEMO_NS = "tool.memo"
+END_TAG = "end"
+
+TurnStatus = Literal["idle", "running", "cancelling", "completed", "failed", "aborted"]
+TerminalStatus = Literal["completed", "failed", "aborted"]
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "aborted"})
+STARTABLE_STATUSES: list[str | None] = [None, "idle", "completed", "failed", "aborted"]
+
+_OP_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
+
+
+def validate_op_id(op_id: str) -> str:
+    """Operation ids are 1-100 chars of [A-Za-z0-9._:-] (no '/': call keys are `op/call`)."""
+    if not isinstance(op_id, str) or not _OP_ID.match(op_id):
+        raise StepInputError(
+            f"operation id {op_id!r} is invalid: use 1-100 characters of A-Z a-z 0-9 . _ : -, "
+            "starting with a letter or digit"
+        )
+    return op_id
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class UsageTotals(_Model):
+    """Token usage summed over the model rounds of one turn."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+class OperationState(_Model):
+    """Everything a step needs to resume the turn; session-scoped, small."""
+
+    op_id: str
+    session_id: str
+    user_id: str
+    model: str | None = None
+    round: int = 0
+    """The next model round to run; rounds below it are settled entries."""
+    started_at: float
+    deadline_at: float
+    user_entry_id: str
+    pending_call_ids: list[str] = Field(default_factory=list)
+    """Tool calls of the last settled response, in order, not yet settled as result entries."""
+    pending_round: int | None = None
+    wrap_up_done: bool = False
+    interrupted_rounds: int = 0
+    """Consecutive model rounds recorded as interrupted (reset by a complete response)."""
+    usage: UsageTotals = Field(default_factory=UsageTotals)
+    last_entry_id: str | None = None
+
+
+CallPhase = Literal["pending", "started", "done"]
+
+
+class CallState(_Model):
+    """One tool call: its arguments until settled, and its result once run."""
+
+    call_id: str
+    name: str
+    arguments: str
+    round: int
+    phase: CallPhase = "pending"
+    attempts: int = 0
+    content: str | None = None
+    is_error: bool = False
+    replayed: bool = False
+    interrupted: bool = False
+
+
+class TurnRecord(_Model):
+    """The result of a finished turn, kept after the operation state is gone."""
+
+    op_id: str
+    status: TerminalStatus
+    error: str | None = None
+    final_entry_id: str | None = None
+    rounds: int = 0
+    usage: UsageTotals = Field(default_factory=UsageTotals)
+    finished_at: float
+
+
+# -- addresses ----------------------------------------------------------------------------------
+
+
+def op_scope(op_id: str) -> EphemeralScope:
+    """The ephemeral scope holding the operation's progress."""
+    return ephemeral_scope(op_id)
+
+
+def op_address(op_id: str) -> Value:
+    """Session-scoped operation state."""
+    return value(OP_NS, op_id)
+
+
+def call_address(op_id: str, call_id: str) -> Value:
+    """Session-scoped state of one tool call."""
+    return value(CALL_NS, f"{op_id}/{call_id}")
+
+
+def result_address(op_id: str) -> Value:
+    """Session-scoped record of a finished turn."""
+    return value(RESULT_NS, op_id)
+
+
+def head_address() -> Value:
+    """Session-scoped id of the branch head entry."""
+    return value(HEAD_NS)
+
+
+def frames_address(op_id: str, response_id: str) -> ValueList:
+    """Assistant frames of one model round, in the operation scope."""
+    return value_list(FRAMES_NS, response_id, op_scope(op_id))
+
+
+def checkpoint_address(op_id: str, call_id: str) -> Value:
+    """A tool's output checkpoint, in the operation scope."""
+    return value(CHECKPOINT_NS, call_id, op_scope(op_id))
+
+
+def memo_address(op_id: str, call_id: str) -> Value:
+    """A tool's memo, in the operation scope."""
+    return value(MEMO_NS, call_id, op_scope(op_id))
+
+
+# -- deterministic entry ids ---------------------------------------------------------------------
+
+
+def user_entry_id(op_id: str) -> str:
+    """The turn's user message entry."""
+    return f"{op_id}:user"
+
+
+def response_id(op_id: str, round_: int) -> str:
+    """Assistant response of model round `round_` (also its frames key)."""
+    return f"{op_id}:r{round_}"
+
+
+def result_entry_id(op_id: str, round_: int, call_id: str) -> str:
+    """Tool result entry of `call_id`, called in model round `round_`."""
+    return f"{op_id}:r{round_}:{call_id}"
+
+
+# -- loaders ------------------------------------------------------------------------------------
+
+
+def load_state(storage: Storage, op_id: str) -> OperationState | None:
+    """The running operation's state, or None once terminal (or never started)."""
+    stored = storage.get_value(op_address(op_id))
+    return None if stored is None else OperationState.model_validate(stored.value)
+
+
+def load_call(storage: Storage, op_id: str, call_id: str) -> CallState | None:
+    """State of one unsettled tool call, or None."""
+    stored = storage.get_value(call_address(op_id, call_id))
+    return None if stored is None else CallState.model_validate(stored.value)
+
+
+def load_record(storage: Storage, op_id: str) -> TurnRecord | None:
+    """The terminal record of a finished turn, or None."""
+    stored = storage.get_value(result_address(op_id))
+    return None if stored is None else TurnRecord.model_validate(stored.value)
+
+
+def load_head(storage: Storage) -> str | None:
+    """The session's branch head entry id, or None for an empty session."""
+    stored = storage.get_value(head_address())
+    return stored.value if stored is not None and isinstance(stored.value, str) else None
+
+
+def is_running(storage: Storage, op_id: str) -> bool:
+    """True while the operation's state exists (the fence every progress write checks)."""
+    return storage.get_value(op_address(op_id)) is not None

@@ -1,0 +1,231 @@
+"""`scripted`: a deterministic offline model that really calls tools through the tool-call path.
+
+Behaviour (other code and tests rely on it). The command is the last user message, trimmed:
+
+- ``remember <text>`` → one ``working_notes_update`` call whose ``notes`` are the current notes
+  (read from the working-notes block of the system prompt) plus ``<text>`` on a new line; after
+  the result: ``Noted.`` (or the tool's error text quoted).
+- ``what do you remember?`` → one ``working_notes_get`` call; after the result a reply that
+  contains the result text verbatim, or says there are no notes when the result is empty.
+- ``forget everything`` → one ``working_notes_clear`` call; after the result: ``Forgotten.``
+- ``call <tool> <json args>`` → that tool call with exactly those argument text; after the
+  result a reply quoting it. Several ``call`` lines in one message are parallel calls of one
+  round; a line ``then`` starts the next round (multi-round scripts).
+- anything else → ``You said: <message>``.
+
+With tools off (an empty tool list: the wrap-up round) it never calls a tool and answers
+``Wrapping up: ...``. Replies stream in several text frames; tool-call arguments stream in two
+pieces; the final response carries usage (characters / 4) and the stop reason.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from turnkeep.notes.tools import WORKING_NOTES_EMPTY_TEXT
+from turnkeep.providers.base import (
+    Message,
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    ResponseDone,
+    StopReason,
+    StreamEvent,
+    TextDelta,
+    TextPart,
+    ToolCallDelta,
+    ToolCallPart,
+    ToolCallStart,
+    ToolResultPart,
+    Usage,
+)
+from turnkeep.system_prompt import WORKING_NOTES_CLOSE, WORKING_NOTES_HEADING, WORKING_NOTES_OPEN
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedCall:
+    """A tool call the script makes: tool name and raw JSON argument text."""
+
+    name: str
+    arguments: str
+
+
+def notes_from_system(system: str) -> str:
+    """The notes text folded into `system` ('' when the prompt has no working-notes block).
+
+    The fold (`turnkeep.system_prompt.resolve_system`) puts the notes verbatim between the
+    ``--- begin working notes ---`` and ``--- end working notes ---`` lines after the heading.
+    """
+    start = system.find(WORKING_NOTES_HEADING)
+    if start < 0:
+        return ""
+    begin = system.find(WORKING_NOTES_OPEN + "\n", start)
+    if begin < 0:
+        return ""
+    begin += len(WORKING_NOTES_OPEN) + 1
+    end = system.find("\n" + WORKING_NOTES_CLOSE, begin)
+    return system[begin : end if end >= 0 else len(system)]
+
+
+def plan_rounds(text: str, current_notes: str) -> list[list[PlannedCall]] | None:
+    """The tool rounds the script makes for a user message, or None for a plain reply."""
+    command = text.strip()
+    lowered = command.lower()
+    if lowered.startswith("remember ") or lowered == "remember":
+        addition = command[len("remember") :].strip()
+        notes = f"{current_notes}\n{addition}" if current_notes else addition
+        return [[PlannedCall("working_notes_update", json.dumps({"notes": notes}))]]
+    if lowered.rstrip("?!. ") == "what do you remember":
+        return [[PlannedCall("working_notes_get", "{}")]]
+    if lowered.rstrip("!. ") == "forget everything":
+        return [[PlannedCall("working_notes_clear", "{}")]]
+    if lowered.startswith("call "):
+        rounds: list[list[PlannedCall]] = [[]]
+        for raw_line in command.splitlines():
+            line = raw_line.strip()
+            if not line:
+                continue
+            if line.lower() == "then":
+                rounds.append([])
+                continue
+            if not line.lower().startswith("call "):
+                return None
+            _, _, rest = line.partition(" ")
+            name, _, arguments = rest.strip().partition(" ")
+            rounds[-1].append(PlannedCall(name, arguments.strip() or "{}"))
+        return [r for r in rounds if r]
+    return None
+
+
+class ScriptedProvider(ModelProvider):
+    """Deterministic offline model; see the module docstring for its documented behaviour."""
+
+    name = "scripted"
+
+    def __init__(self, *, words_per_frame: int = 2, frame_delay: float = 0.0) -> None:
+        if words_per_frame < 1:
+            raise ValueError(f"words_per_frame must be >= 1, got {words_per_frame}")
+        self.words_per_frame = words_per_frame
+        self.frame_delay = frame_delay
+
+    def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        """Stream the scripted answer to the request's last user message."""
+        message, stop = self._answer(request)
+        yield from self._stream_message(message)
+        usage = Usage(
+            input_tokens=_tokens(request.system)
+            + sum(_tokens(_message_text(m)) for m in request.messages),
+            output_tokens=_tokens(_message_text(message)),
+        )
+        yield ResponseDone(ModelResponse(message, stop, usage, model="scripted"))
+
+    # -- script -----------------------------------------------------------------------------
+
+    def _answer(self, request: ModelRequest) -> tuple[Message, StopReason]:
+        user_index = max(
+            (i for i, m in enumerate(request.messages) if m.role == "user"), default=-1
+        )
+        if user_index < 0:
+            return _reply("Hello. Send me a message."), "end_turn"
+        user_text = request.messages[user_index].text
+        after = request.messages[user_index + 1 :]
+        calls_made = [m for m in after if m.role == "assistant" and m.tool_calls]
+        results: list[ToolResultPart] = [
+            p for m in after if m.role == "tool" for p in m.parts if isinstance(p, ToolResultPart)
+        ]
+        notes = notes_from_system(request.system)
+        rounds = plan_rounds(user_text, notes)
+        if rounds is None:
+            return _reply(f"You said: {user_text}"), "end_turn"
+        next_round = len(calls_made)
+        if next_round < len(rounds):
+            if not request.tools:
+                return _reply(f"Wrapping up: tools are off, so I stop here. {_quote(results)}"), (
+                    "end_turn"
+                )
+            user_number = sum(1 for m in request.messages[: user_index + 1] if m.role == "user")
+            parts = tuple(
+                ToolCallPart(f"call_u{user_number}_r{next_round}_{i}", c.name, c.arguments)
+                for i, c in enumerate(rounds[next_round])
+            )
+            return Message("assistant", parts), "tool_use"
+        return _reply(_after_tools(rounds, results)), "end_turn"
+
+    def _stream_message(self, message: Message) -> Iterator[StreamEvent]:
+        index = 0
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                for piece in _pieces(part.text, self.words_per_frame):
+                    self._pause()
+                    yield TextDelta(piece)
+            elif isinstance(part, ToolCallPart):
+                self._pause()
+                yield ToolCallStart(index, part.id, part.name)
+                half = len(part.arguments) // 2
+                for piece in (part.arguments[:half], part.arguments[half:]):
+                    if piece:
+                        yield ToolCallDelta(index, piece)
+                index += 1
+
+    def _pause(self) -> None:
+        if self.frame_delay > 0:
+            time.sleep(self.frame_delay)
+
+
+def _after_tools(rounds: list[list[PlannedCall]], results: list[ToolResultPart]) -> str:
+    first = rounds[0][0].name
+    last = results[-1] if results else None
+    single = len(rounds) == 1 and len(rounds[0]) == 1
+    if last is not None and last.is_error and single and first.startswith("working_notes_"):
+        return f"I could not do that: {last.content}"
+    if first == "working_notes_update" and len(rounds) == 1:
+        return "Noted."
+    if first == "working_notes_clear" and len(rounds) == 1:
+        return "Forgotten."
+    if first == "working_notes_get" and len(rounds) == 1:
+        content = last.content if last is not None else ""
+        if not content.strip() or content == WORKING_NOTES_EMPTY_TEXT:
+            return "I have no working notes yet."
+        return f"Here is what I remember:\n{content}"
+    return _quote(results)
+
+
+def _quote(results: list[ToolResultPart]) -> str:
+    lines = []
+    for result in results:
+        verb = "failed" if result.is_error else "returned"
+        lines.append(f"Tool {result.name} {verb}: {result.content}")
+    return "\n".join(lines)
+
+
+def _reply(text: str) -> Message:
+    return Message("assistant", (TextPart(text),))
+
+
+def _pieces(text: str, words_per_frame: int) -> list[str]:
+    """Split `text` into frames of a few words, keeping every character (spaces included)."""
+    words = text.split(" ")
+    pieces = []
+    for start in range(0, len(words), words_per_frame):
+        chunk = " ".join(words[start : start + words_per_frame])
+        pieces.append(chunk if start + words_per_frame >= len(words) else chunk + " ")
+    return [p for p in pieces if p]
+
+
+def _message_text(message: Message) -> str:
+    out = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            out.append(part.text)
+        elif isinstance(part, ToolCallPart):
+            out.append(part.name + part.arguments)
+        else:
+            out.append(part.content)
+    return "".join(out)
+
+
+def _tokens(text: str) -> int:
+    return (len(text) + 3) // 4

@@ -1,0 +1,38 @@
+"""Process settings from the environment (prefix ``TURNKEEP_``), with local-mode defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class TurnkeepSettings(BaseSettings):
+    """Where state lives, which model runs, and the turn caps.
+
+    Empty storage/envelope URLs mean "SQLite in the local data dir" (see `storage_url_or_local`).
+    """
+
+    model_config = SettingsConfigDict(env_prefix="TURNKEEP_", extra="ignore")
+
+    storage_url: str = Field(default="", description="open_storage URL; '' = local SQLite file")
+    envelope_url: str = Field(default="", description="envelope store URL; '' = local SQLite file")
+    model: str = Field(default="scripted", description="'scripted' | 'bedrock:<id>' | 'openai:…'")
+    max_steps: int = Field(default=16, ge=1, le=1000, description="model rounds per turn")
+    wall_clock_seconds: float = Field(default=300.0, gt=0, description="turn deadline")
+    frame_interval_ms: int = Field(default=50, ge=0, description="frame coalescing interval")
+    frame_max_bytes: int = Field(default=2048, ge=1, description="frame coalescing size")
+    local_dir: Path = Field(default=Path("./.local"), description="local data directory")
+
+    def local_db_url(self) -> str:
+        """`sqlite:///<abs local_dir>/turnkeep.db` (the directory is not created here)."""
+        return f"sqlite:///{self.local_dir.resolve() / 'turnkeep.db'}"
+
+    def storage_url_or_local(self) -> str:
+        """The storage URL, defaulting to the local SQLite file."""
+        return self.storage_url or self.local_db_url()
+
+    def envelope_url_or_local(self) -> str:
+        """The envelope URL, defaulting to the local SQLite file."""
+        return self.envelope_url or self.local_db_url()

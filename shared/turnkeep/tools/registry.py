@@ -1,0 +1,155 @@
+"""The tool registry: named tools, their specs, and argument validation into model-visible errors.
+
+A model's tool call carries raw JSON text. `ToolRegistry.run_call` parses and validates it against
+the tool's pydantic model; unknown tools, bad JSON, schema violations and handler exceptions all
+become a `ToolResult(is_error=True)` whose text the model sees — never a crash of the turn.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from turnkeep.providers.base import ToolSpec
+from turnkeep.tools.base import Tool, ToolContext, ToolResult
+
+MAX_ERROR_DETAILS = 8
+
+
+class ToolRegistryError(ValueError):
+    """A tool could not be registered (bad or duplicate name)."""
+
+
+def _valid_name(name: object) -> bool:
+    return (
+        isinstance(name, str)
+        and 0 < len(name) <= 64
+        and all(c.isascii() and (c.isalnum() or c in "_-") for c in name)
+    )
+
+
+class ToolRegistry:
+    """An ordered set of tools keyed by name."""
+
+    def __init__(self, tools: Iterable[Tool[Any]] = ()) -> None:
+        self._tools: dict[str, Tool[Any]] = {}
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool[Any]) -> None:
+        """Add `tool`; its name must be unique and match [A-Za-z0-9_-]{1,64} (provider limits)."""
+        if not isinstance(tool, Tool):
+            raise ToolRegistryError(f"register needs a Tool, got {type(tool).__name__}")
+        if not _valid_name(tool.name):
+            raise ToolRegistryError(
+                f"tool name {tool.name!r} is invalid: use 1-64 characters of A-Z a-z 0-9 _ -"
+            )
+        if not (isinstance(tool.args_model, type) and issubclass(tool.args_model, BaseModel)):
+            raise ToolRegistryError(f"tool {tool.name!r}: args_model must be a pydantic model")
+        if tool.name in self._tools:
+            raise ToolRegistryError(f"tool {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+
+    def extend(self, tools: Iterable[Tool[Any]]) -> ToolRegistry:
+        """Register several tools; returns self for chaining."""
+        for tool in tools:
+            self.register(tool)
+        return self
+
+    def get(self, name: str) -> Tool[Any] | None:
+        """The tool called `name`, or None."""
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool[Any]]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    @property
+    def names(self) -> list[str]:
+        """Registered names in registration order."""
+        return list(self._tools)
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """What the model is told about every tool, in registration order."""
+        return tuple(
+            _spec(tool.name, tool.description, tool.args_model) for tool in self._tools.values()
+        )
+
+    def is_replay_safe(self, name: str) -> bool:
+        """True if `name` is registered and declares itself safe to re-run."""
+        tool = self._tools.get(name)
+        return tool is not None and tool.replay_safe
+
+    def parse_arguments(self, name: str, arguments: str) -> BaseModel | ToolResult:
+        """Validated arguments for a call of `name`, or the error result the model should see."""
+        tool = self._tools.get(name)
+        if tool is None:
+            known = ", ".join(self._tools) or "(none)"
+            return ToolResult(f"Error: unknown tool {name!r}. Available tools: {known}.", True)
+        text = arguments.strip() if isinstance(arguments, str) else ""
+        try:
+            raw = json.loads(text) if text else {}
+        except json.JSONDecodeError as exc:
+            return ToolResult(
+                f"Error: the arguments of {name} are not valid JSON ({exc.msg} at position "
+                f"{exc.pos}). Send a JSON object matching the tool's schema.",
+                True,
+            )
+        if not isinstance(raw, dict):
+            return ToolResult(
+                f"Error: the arguments of {name} must be a JSON object, got {type(raw).__name__}.",
+                True,
+            )
+        try:
+            parsed: BaseModel = tool.args_model.model_validate(raw)
+        except ValidationError as exc:
+            return ToolResult(_validation_text(name, exc), True)
+        return parsed
+
+    def run_call(self, name: str, arguments: str, ctx: ToolContext) -> ToolResult:
+        """Parse, validate and run one call; every failure becomes an error result."""
+        parsed = self.parse_arguments(name, arguments)
+        if isinstance(parsed, ToolResult):
+            return parsed
+        tool = self._tools[name]
+        try:
+            result = tool.run(parsed, ctx)
+        except Exception as exc:  # a tool bug must reach the model as text, not end the turn
+            return ToolResult(f"Error: tool {name} failed: {type(exc).__name__}: {exc}", True)
+        if not isinstance(result, ToolResult):
+            return ToolResult(
+                f"Error: tool {name} returned {type(result).__name__}, not a ToolResult", True
+            )
+        return result
+
+
+_SPECS: dict[tuple[str, str, type[BaseModel]], ToolSpec] = {}
+
+
+def _spec(name: str, description: str, args_model: type[BaseModel]) -> ToolSpec:
+    # Building a JSON schema costs ~0.1 ms per tool and a step builds the registry every round;
+    # tools are few and fixed, so the cache stays small.
+    key = (name, description, args_model)
+    spec = _SPECS.get(key)
+    if spec is None:
+        spec = _SPECS[key] = ToolSpec(name, description, args_model.model_json_schema())
+    return spec
+
+
+def _validation_text(name: str, exc: ValidationError) -> str:
+    details = []
+    for error in exc.errors()[:MAX_ERROR_DETAILS]:
+        where = ".".join(str(p) for p in error["loc"]) or "(arguments)"
+        details.append(f"{where}: {error['msg']}")
+    more = exc.error_count() - len(details)
+    if more > 0:
+        details.append(f"... and {more} more")
+    return f"Error: invalid arguments for {name}: " + "; ".join(details)

@@ -1,0 +1,209 @@
+"""Caps and control: one running turn, cancel, deadline wrap-up, max steps, envelope status."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from turnkeep.harness import (
+    FailTurnInput,
+    HarnessLimits,
+    ModelStepInput,
+    StartTurnInput,
+    ToolStepInput,
+    TurnConflictError,
+    cancel_turn,
+    fail_turn,
+    model_step,
+    resume_turn,
+    run_turn,
+    start_turn,
+    tool_step,
+)
+from turnkeep.harness.state import load_record, load_state
+from turnkeep.providers.base import ToolResultPart, check_transcript
+
+from tests.integration.turns_support import USER, make_harness
+
+TWO_ROUNDS = 'call echo {"text": "a"}\ncall echo {"text": "b"}\nthen\ncall echo {"text": "c"}'
+
+
+def _start(h, op: str, text: str) -> None:  # type: ignore[no-untyped-def]
+    start_turn(h.deps, StartTurnInput(session_id=h.session_id, op_id=op, user_id=USER, text=text))
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_a_second_turn_while_one_runs_is_rejected_with_turn_conflict(
+    tmp_path: Path, backend: str
+) -> None:
+    h = make_harness(tmp_path, backend)
+    _start(h, "op-one", "hello")
+
+    with pytest.raises(TurnConflictError) as info:
+        _start(h, "op-two", "hello again")
+    resume_turn(h.deps, h.session_id, "op-one")
+    after = run_turn(h.deps, h.session_id, USER, "now it may start", op_id="op-three")
+
+    assert info.value.running_op == "op-one"
+    assert info.value.status == "running"
+    with h.storage() as storage:
+        assert load_state(storage, "op-two") is None
+        assert load_record(storage, "op-two") is None
+    assert after.status == "completed"
+    assert [m.text for m in h.transcript() if m.role == "user"] == ["hello", "now it may start"]
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_cancel_makes_the_next_step_abort_answer_every_call_and_retire_the_scope(
+    tmp_path: Path, backend: str
+) -> None:
+    h = make_harness(tmp_path, backend)
+    op = "op-cancel"
+    _start(h, op, TWO_ROUNDS)
+    out = model_step(h.deps, ModelStepInput(session_id=h.session_id, op_id=op, round=0))
+
+    cancelled = cancel_turn(h.deps, h.session_id)
+    status_while_cancelling = h.meta()["turnStatus"]
+    skipped = tool_step(
+        h.deps, ToolStepInput(session_id=h.session_id, op_id=op, call_id=out.call_ids[0])
+    )
+    aborted = model_step(h.deps, ModelStepInput(session_id=h.session_id, op_id=op, round=1))
+
+    assert cancelled.status == "cancelling"
+    assert status_while_cancelling == "cancelling"
+    assert skipped.status == "skipped"
+    assert aborted.next == "done"
+    assert aborted.status == "aborted"
+    assert h.meta()["turnStatus"] == "aborted"
+    messages = h.transcript()
+    check_transcript(messages)  # both calls have (cancelled) results
+    results = [p for m in messages for p in m.parts if isinstance(p, ToolResultPart)]
+    assert len(results) == 2
+    assert all(p.is_error and "cancelled" in p.content for p in results)
+    assert len(h.provider.requests) == 1
+    assert h.scope_residue(op) == 0
+    with h.storage() as storage:
+        record = load_record(storage, op)
+    assert record is not None
+    assert record.status == "aborted"
+
+
+def test_cancelling_a_finished_turn_reports_its_status_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    h = make_harness(tmp_path)
+    run_turn(h.deps, h.session_id, USER, "hello", op_id="op-done")
+
+    result = cancel_turn(h.deps, h.session_id, "op-done")
+
+    assert result.status == "completed"
+    assert h.meta()["turnStatus"] == "completed"
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_the_deadline_gives_one_tools_off_wrap_up_round_then_finishes(
+    tmp_path: Path, backend: str
+) -> None:
+    h = make_harness(tmp_path, backend, limits=HarnessLimits(wall_clock_seconds=10))
+    op = "op-deadline"
+    _start(h, op, TWO_ROUNDS)
+    out = model_step(h.deps, ModelStepInput(session_id=h.session_id, op_id=op, round=0))
+    for call_id in out.call_ids:
+        tool_step(h.deps, ToolStepInput(session_id=h.session_id, op_id=op, call_id=call_id))
+    h.clock.advance(11)
+
+    wrap = model_step(h.deps, ModelStepInput(session_id=h.session_id, op_id=op, round=1))
+    result = resume_turn(h.deps, h.session_id, op)
+
+    assert wrap.wrap_up
+    assert wrap.next == "finish"
+    assert wrap.call_ids == []
+    assert h.provider.requests[0].tools != ()
+    assert h.provider.requests[1].tools == ()  # tools off for the wrap-up round
+    assert len(h.provider.requests) == 2  # exactly one wrap-up round
+    assert result.status == "completed"
+    messages = h.transcript()
+    check_transcript(messages)
+    assert messages[-1].text.startswith("Wrapping up: tools are off")
+    assert "Tool echo returned: a" in messages[-1].text
+
+
+def test_max_steps_fails_the_turn_with_every_call_answered(tmp_path: Path) -> None:
+    h = make_harness(tmp_path, limits=HarnessLimits(max_steps=1, frame_interval_ms=0))
+
+    result = run_turn(h.deps, h.session_id, USER, TWO_ROUNDS, op_id="op-steps")
+
+    assert result.status == "failed"
+    assert result.error is not None
+    assert result.error.startswith("max_steps_exceeded")
+    assert h.meta()["turnStatus"] == "failed"
+    assert h.meta()["turnError"] == result.error
+    messages = h.transcript()
+    check_transcript(messages)
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "tool"]
+    assert h.scope_residue("op-steps") == 0
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_turn_status_usage_and_stream_cursor_are_kept_in_the_envelope(
+    tmp_path: Path, backend: str
+) -> None:
+    h = make_harness(tmp_path, backend)
+    op = "op-env"
+    _start(h, op, TWO_ROUNDS)
+    started = h.meta()
+    model_step(h.deps, ModelStepInput(session_id=h.session_id, op_id=op, round=0))
+    after_round = h.meta()
+
+    result = resume_turn(h.deps, h.session_id, op)
+    final = h.meta()
+
+    assert started["turnStatus"] == "running"
+    assert started["turnRunId"] == op
+    assert started["turnStartedAt"] == int(h.clock.now * 1000)
+    assert after_round["turnStatus"] == "running"
+    assert after_round["turnStreamCursor"] > started["turnStreamCursor"]
+    assert json.loads(after_round["usage"])["output_tokens"] > 0
+    assert final["turnStatus"] == "completed"
+    assert final["turnStreamCursor"] > after_round["turnStreamCursor"]
+    assert json.loads(final["usage"]) == result.usage.model_dump()
+    assert "turnError" not in final
+
+
+def test_fail_turn_from_a_catch_records_the_error_and_is_idempotent(tmp_path: Path) -> None:
+    h = make_harness(tmp_path)
+    _start(h, "op-catch", "hello")
+    inp = FailTurnInput(session_id=h.session_id, op_id="op-catch", error="States.Timeout")
+
+    first = fail_turn(h.deps, inp)
+    second = fail_turn(h.deps, inp)
+
+    assert first == second
+    assert first.status == "failed"
+    assert h.meta()["turnError"] == "States.Timeout"
+    assert [m.role for m in h.transcript()] == ["user"]
+
+
+def test_a_note_written_in_round_k_is_in_the_system_prompt_of_round_k_plus_1(
+    tmp_path: Path,
+) -> None:
+    h = make_harness(tmp_path)
+
+    run_turn(h.deps, h.session_id, USER, "remember the cat is called Miso")
+
+    round0, round1 = h.provider.requests
+    assert "the cat is called Miso" not in round0.system
+    assert "the cat is called Miso" in round1.system
+
+
+def test_invalid_tool_arguments_reach_the_model_as_a_tool_error(tmp_path: Path) -> None:
+    h = make_harness(tmp_path)
+
+    result = run_turn(h.deps, h.session_id, USER, 'call calculator {"expression": 5}')
+
+    assert result.status == "completed"
+    results = [p for m in h.transcript() for p in m.parts if isinstance(p, ToolResultPart)]
+    assert results[0].is_error
+    assert results[0].content.startswith("Error: invalid arguments for calculator: expression")
+    assert h.transcript()[-1].text.startswith("Tool calculator failed: Error: invalid arguments")

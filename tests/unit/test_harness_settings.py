@@ -1,0 +1,44 @@
+"""TurnkeepSettings: TURNKEEP_ environment variables and local defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+from turnkeep.settings import TurnkeepSettings
+
+
+def test_defaults_are_scripted_model_and_sqlite_in_the_local_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for key in ("STORAGE_URL", "ENVELOPE_URL", "MODEL", "LOCAL_DIR", "MAX_STEPS"):
+        monkeypatch.delenv(f"TURNKEEP_{key}", raising=False)
+
+    settings = TurnkeepSettings()
+
+    assert settings.model == "scripted"
+    assert settings.storage_url_or_local() == f"sqlite:///{tmp_path / '.local' / 'turnkeep.db'}"
+    assert settings.envelope_url_or_local() == settings.storage_url_or_local()
+
+
+def test_environment_variables_with_the_prefix_override_the_defaults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TURNKEEP_STORAGE_URL", "memory://x")
+    monkeypatch.setenv("TURNKEEP_MAX_STEPS", "3")
+    monkeypatch.setenv("TURNKEEP_MODEL", "bedrock:some-model")
+
+    settings = TurnkeepSettings()
+
+    assert settings.storage_url_or_local() == "memory://x"
+    assert settings.max_steps == 3
+    assert settings.model == "bedrock:some-model"
+
+
+def test_a_bad_cap_is_rejected_naming_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TURNKEEP_MAX_STEPS", "0")
+
+    with pytest.raises(ValidationError, match="max_steps"):
+        TurnkeepSettings()
