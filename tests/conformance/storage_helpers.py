@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from turnkeep.storage import Storage
-
 from tests.conformance.backends import BackendHarness
+from turnkeep.storage import Storage
 
 
 def now_and_after_reopen(backend: BackendHarness, storage: Storage) -> Iterator[Storage]:

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support.envelope_stores import BACKEND_NAMES, EnvelopeBackend, envelope_backend
 from turnkeep.envelope import (
     HOST_META_KEYS,
     WORKER_META_KEYS,
@@ -19,8 +21,6 @@ from turnkeep.envelope import (
     MetaValidationError,
     caps,
 )
-
-from tests.support.envelope_stores import BACKEND_NAMES, EnvelopeBackend, envelope_backend
 
 HOST = {"title": "Trip plan", "selectedModel": "scripted", "reasoningEffort": "low"}
 

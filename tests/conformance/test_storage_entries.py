@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+
+from tests.conformance.backends import BackendHarness
+from tests.conformance.storage_helpers import now_and_after_reopen
 from turnkeep.storage import (
     SESSION_SCOPE,
     EntryConflictError,
@@ -21,9 +24,6 @@ from turnkeep.storage import (
     value,
     value_list,
 )
-
-from tests.conformance.backends import BackendHarness
-from tests.conformance.storage_helpers import now_and_after_reopen
 
 
 def _tree(storage: Storage) -> None:

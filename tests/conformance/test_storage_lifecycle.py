@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 
 import pytest
+
+from tests.conformance.backends import BackendHarness
 from turnkeep.storage import (
     CommitResult,
     Storage,
@@ -20,8 +22,6 @@ from turnkeep.storage import (
     value,
     value_list,
 )
-
-from tests.conformance.backends import BackendHarness
 
 THREADS = 4
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+
+from tests.conformance.backends import BackendHarness
+from tests.conformance.storage_helpers import now_and_after_reopen
 from turnkeep.storage import (
     DEFAULT_LIST_LIMIT,
     MAX_LIST_LIMIT,
@@ -13,9 +16,6 @@ from turnkeep.storage import (
     ephemeral_scope,
     value_list,
 )
-
-from tests.conformance.backends import BackendHarness
-from tests.conformance.storage_helpers import now_and_after_reopen
 
 FRAMES = value_list("frames", "resp-1", ephemeral_scope("op-1"))
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.conformance.backends import BackendHarness
+from tests.conformance.storage_helpers import now_and_after_reopen
 from turnkeep.storage import (
     SESSION_SCOPE,
     Storage,
@@ -13,9 +15,6 @@ from turnkeep.storage import (
     value,
     value_list,
 )
-
-from tests.conformance.backends import BackendHarness
-from tests.conformance.storage_helpers import now_and_after_reopen
 
 A = ephemeral_scope("op-A")
 B = ephemeral_scope("op-B")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+
+from tests.conformance.backends import BackendHarness
 from turnkeep.storage import (
     SESSION_SCOPE,
     InvalidScopeError,
@@ -17,8 +19,6 @@ from turnkeep.storage import (
     value,
     value_list,
 )
-
-from tests.conformance.backends import BackendHarness
 
 
 @pytest.mark.parametrize("bad", ["", "\udc80", "a\ud800b", "x" * 181, "/" * 61])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tests.conformance.backends import BackendHarness
 from turnkeep.storage import (
     append_list,
     delete_value,
@@ -12,8 +13,6 @@ from turnkeep.storage import (
     value,
     value_list,
 )
-
-from tests.conformance.backends import BackendHarness
 
 A = ephemeral_scope("op-A")
 B = ephemeral_scope("op-B")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+
+from tests.conformance.backends import BackendHarness
+from tests.conformance.storage_helpers import now_and_after_reopen
 from turnkeep.storage import (
     EntryConflictError,
     Storage,
@@ -22,9 +25,6 @@ from turnkeep.storage import (
     value,
     value_list,
 )
-
-from tests.conformance.backends import BackendHarness
-from tests.conformance.storage_helpers import now_and_after_reopen
 
 SCOPE = ephemeral_scope("op-1")
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from turnkeep import cli
 from turnkeep.envelope import open_envelope_store
 from turnkeep.harness.state import load_head

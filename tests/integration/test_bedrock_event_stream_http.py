@@ -25,6 +25,7 @@ from urllib.parse import quote
 import boto3
 import pytest
 from botocore.config import Config
+
 from turnkeep.providers.base import (
     FatalModelError,
     Message,

@@ -14,10 +14,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from turnkeep.envelope import EnvelopeError
-from turnkeep.notes import UPDATE_TOOL, working_notes_tools
-from turnkeep.notes.tools import UpdateArgs
-from turnkeep.tools.base import ToolContext, ToolResult
 
 from tests.support.envelope_stores import (
     BACKEND_NAMES,
@@ -25,6 +21,10 @@ from tests.support.envelope_stores import (
     TickingClock,
     envelope_backend,
 )
+from turnkeep.envelope import EnvelopeError
+from turnkeep.notes import UPDATE_TOOL, working_notes_tools
+from turnkeep.notes.tools import UpdateArgs
+from turnkeep.tools.base import ToolContext, ToolResult
 
 ITERATIONS = {"memory": 200, "sqlite": 150, "dynamodb": 100}
 CTX = ToolContext(session_id="s1", user_id="alice", operation_id="op", call_id="c")

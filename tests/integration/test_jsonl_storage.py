@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from turnkeep.storage import (
     SESSION_SCOPE,
     Storage,

@@ -8,6 +8,15 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from pydantic import BaseModel
+
+from tests.support.openai_server import (
+    ChatServer,
+    Reply,
+    chunk,
+    text_chunks,
+    tool_call_chunks,
+    usage_chunk,
+)
 from turnkeep.providers.base import (
     FatalModelError,
     Message,
@@ -26,15 +35,6 @@ from turnkeep.providers.base import (
     Usage,
 )
 from turnkeep.providers.openai_compat import TOOL_ERROR_PREFIX, OpenAICompatProvider, sse_data
-
-from tests.support.openai_server import (
-    ChatServer,
-    Reply,
-    chunk,
-    text_chunks,
-    tool_call_chunks,
-    usage_chunk,
-)
 
 
 class SearchArgs(BaseModel):

@@ -27,6 +27,9 @@ from typing import Any
 
 import boto3
 import pytest
+
+from tests.support.bedrock_stub import EventStreamStub, EventStreamStubber
+from tests.support.openai_server import ChatServer, Reply, chunk, usage_chunk
 from turnkeep.envelope import MemoryEnvelopeStore
 from turnkeep.harness import HarnessDeps, TurnResult, run_turn
 from turnkeep.harness.state import load_head
@@ -51,9 +54,6 @@ from turnkeep.providers.bedrock import BedrockProvider
 from turnkeep.providers.openai_compat import TOOL_ERROR_PREFIX, OpenAICompatProvider
 from turnkeep.providers.scripted import ScriptedProvider
 from turnkeep.storage import open_storage
-
-from tests.support.bedrock_stub import EventStreamStub, EventStreamStubber
-from tests.support.openai_server import ChatServer, Reply, chunk, usage_chunk
 
 SESSION = "show-session"
 USER = "show-user"

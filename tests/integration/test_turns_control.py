@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+
+from tests.integration.turns_support import USER, make_harness
 from turnkeep.harness import (
     FailTurnInput,
     HarnessLimits,
@@ -23,8 +25,6 @@ from turnkeep.harness import (
 )
 from turnkeep.harness.state import load_record, load_state
 from turnkeep.providers.base import ToolResultPart, check_transcript
-
-from tests.integration.turns_support import USER, make_harness
 
 TWO_ROUNDS = 'call echo {"text": "a"}\ncall echo {"text": "b"}\nthen\ncall echo {"text": "c"}'
 

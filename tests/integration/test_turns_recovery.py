@@ -7,6 +7,14 @@ from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
+
+from tests.integration.turns_support import (
+    USER,
+    RecordingProvider,
+    SimulatedCrash,
+    StorageProxy,
+    make_harness,
+)
 from turnkeep.harness import (
     FencedWriteError,
     FinishTurnInput,
@@ -37,14 +45,6 @@ from turnkeep.providers.base import (
 )
 from turnkeep.storage import InsertEntry, Storage, Write
 from turnkeep.tools.base import Tool, ToolContext, ToolResult
-
-from tests.integration.turns_support import (
-    USER,
-    RecordingProvider,
-    SimulatedCrash,
-    StorageProxy,
-    make_harness,
-)
 
 TWO_TOOLS = 'call calculator {"expression": "1+1"}\ncall echo {"text": "x"}'
 
@@ -275,9 +275,9 @@ def test_progress_writes_after_the_terminal_commit_are_rejected_and_leave_no_sco
     from turnkeep.harness import run_turn
 
     run_turn(h.deps, h.session_id, USER, "hello", op_id="op-late")
-    commits: list[Sequence[Write]] = []
     with h.storage() as inner:
-        storage: Storage = StorageProxy(inner, commits.append)  # type: ignore[assignment]
+        proxy = StorageProxy(inner, lambda writes: None)
+        storage: Storage = proxy  # type: ignore[assignment]
         writer = FrameWriter(storage, "op-late", response_id("op-late", 0), h.clock)
         writer.add(TextDelta("late frame"))
         with pytest.raises(FencedWriteError):
@@ -290,11 +290,13 @@ def test_progress_writes_after_the_terminal_commit_are_rejected_and_leave_no_sco
         with pytest.raises(FencedWriteError):
             writer.add(TextDelta("after refusal"))  # the writer stays closed
 
-    assert commits == []  # refused before writing: nothing committed, nothing to undo
+    assert proxy.committed == []  # every late write was refused by the storage guard
     assert h.scope_residue("op-late") == 0
 
 
-def test_a_progress_write_racing_the_terminal_commit_is_retired_again(tmp_path: Path) -> None:
+def test_a_progress_write_racing_the_terminal_commit_is_refused_atomically(
+    tmp_path: Path,
+) -> None:
     h = make_harness(tmp_path)
     op = "op-race"
     _start(h, op, "hello")
@@ -307,13 +309,14 @@ def test_a_progress_write_racing_the_terminal_commit_is_retired_again(tmp_path: 
             finish_turn(h.deps, FinishTurnInput(session_id=h.session_id, op_id=op))
 
     with h.storage() as storage:
-        proxy: Storage = StorageProxy(storage, finish_first)  # type: ignore[assignment]
-        writer = FrameWriter(proxy, op, response_id(op, 0), h.clock)
+        proxy = StorageProxy(storage, finish_first)
+        writer = FrameWriter(proxy, op, response_id(op, 0), h.clock)  # type: ignore[arg-type]
         writer.add(TextDelta("x"))
         with pytest.raises(FencedWriteError):
             writer.flush()
 
     assert raced == [True]
+    assert proxy.committed == []  # the guarded append lost to the terminal commit: not written
     assert h.scope_residue(op) == 0
     with h.storage() as storage:
         record = load_record(storage, op)

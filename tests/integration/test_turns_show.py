@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+
+from tests.integration.turns_support import USER, make_harness
 from turnkeep.harness import HarnessLimits, run_turn
 from turnkeep.harness.state import load_call, load_record, load_state
 from turnkeep.providers.base import TextPart, ToolCallPart, ToolResultPart, check_transcript
 from turnkeep.system_prompt import WORKING_NOTES_HEADING
-
-from tests.integration.turns_support import USER, make_harness
 
 TWO_ROUNDS = (
     'call calculator {"expression": "6*7"}\n'

@@ -26,7 +26,7 @@ from turnkeep.providers.base import (
     StreamEvent,
 )
 from turnkeep.providers.scripted import ScriptedProvider
-from turnkeep.storage import CommitResult, Storage, Write, open_storage
+from turnkeep.storage import CommitResult, Storage, Value, Write, open_storage
 from turnkeep.tools.base import Tool
 
 USER = "user-1"
@@ -76,10 +76,13 @@ class StorageProxy:
     def __init__(self, inner: Storage, before_commit: Callable[[Sequence[Write]], None]) -> None:
         self._inner = inner
         self._before_commit = before_commit
+        self.committed: list[Sequence[Write]] = []
 
-    def commit(self, writes: Sequence[Write]) -> CommitResult:
+    def commit(self, writes: Sequence[Write], *, guard: Value | None = None) -> CommitResult:
         self._before_commit(writes)
-        return self._inner.commit(writes)
+        result = self._inner.commit(writes, guard=guard)
+        self.committed.append(writes)
+        return result
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

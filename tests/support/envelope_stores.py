@@ -17,12 +17,12 @@ from typing import Any
 
 import boto3
 from moto import mock_aws
+
+from tests.support.aws_template import create_table
 from turnkeep.envelope import EnvelopeStore
 from turnkeep.envelope.dynamodb import DynamoEnvelopeStore
 from turnkeep.envelope.memory import MemoryEnvelopeState, MemoryEnvelopeStore
 from turnkeep.envelope.sqlite import SqliteEnvelopeStore
-
-from tests.support.aws_template import create_table
 
 REGION = "us-east-1"
 BACKEND_NAMES = ("memory", "sqlite", "dynamodb")

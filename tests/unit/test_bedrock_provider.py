@@ -13,6 +13,8 @@ import urllib3
 from botocore.eventstream import ChecksumMismatch
 from botocore.exceptions import ReadTimeoutError
 from pydantic import BaseModel, Field
+
+from tests.support.bedrock_stub import EventStreamStub, EventStreamStubber
 from turnkeep.providers import bedrock
 from turnkeep.providers.base import (
     FatalModelError,
@@ -32,8 +34,6 @@ from turnkeep.providers.base import (
 )
 from turnkeep.providers.bedrock import BedrockProvider, tool_configuration
 from turnkeep.tools.base import Tool, ToolResult
-
-from tests.support.bedrock_stub import EventStreamStub, EventStreamStubber
 
 MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
 

@@ -10,6 +10,7 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+
 from turnkeep.providers.credentials import CredentialError, resolve_api_key, resolve_secret
 
 

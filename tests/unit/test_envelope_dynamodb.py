@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
+
+from tests.support.envelope_stores import EnvelopeBackend, envelope_backend
 from turnkeep.envelope import (
     HOST_META_KEYS,
     EnvelopeConflictError,
@@ -15,8 +17,6 @@ from turnkeep.envelope import (
     open_envelope_store,
 )
 from turnkeep.envelope.dynamodb import DynamoEnvelopeStore
-
-from tests.support.envelope_stores import EnvelopeBackend, envelope_backend
 
 
 @pytest.fixture

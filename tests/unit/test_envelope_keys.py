@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from turnkeep.envelope import (
     HOST_META_KEYS,
     KEY_SPECS,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+
 from turnkeep.harness.errors import FencedWriteError
 from turnkeep.harness.progress import FrameWriter, ToolProgress, fenced_commit, read_frames
 from turnkeep.harness.state import END_TAG, frames_address, op_address, op_scope

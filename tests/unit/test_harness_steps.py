@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 from pydantic import ValidationError
+
 from turnkeep.envelope import open_envelope_store
 from turnkeep.harness import (
     HarnessDeps,

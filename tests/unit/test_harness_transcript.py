@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from turnkeep.harness.transcript import (
     TranscriptDataError,
     entry_data,

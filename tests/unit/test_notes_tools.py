@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+
 from turnkeep.envelope import (
     EnvelopeConflictError,
     EnvelopeStore,

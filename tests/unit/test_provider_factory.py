@@ -7,6 +7,7 @@ from typing import Any
 import boto3
 import httpx
 import pytest
+
 from turnkeep.providers.bedrock import DEFAULT_MAX_TOKENS, BedrockProvider
 from turnkeep.providers.credentials import CredentialError
 from turnkeep.providers.factory import ProviderConfigError, provider_from_config

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from turnkeep.system_prompt import (
     DEFAULT_SYSTEM_PROMPT,
     PERSONA_OPEN,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from pydantic import BaseModel, ConfigDict
+
 from turnkeep.tools.base import Tool, ToolContext, ToolResult
 from turnkeep.tools.builtin import CALCULATOR, ECHO, builtin_tools, evaluate
 from turnkeep.tools.registry import ToolRegistry, ToolRegistryError

@@ -1,10 +1,9 @@
 """Progress in the operation scope: coalesced assistant frames, tool checkpoints and memos.
 
-Every progress write is fenced: it first checks in storage that the operation is still running
-and refuses (FencedWriteError) once the terminal commit removed the operation state, so a late
-write never recreates a retired scope. Storage has no conditional write, so a write racing the
-terminal commit between the check and its own commit is detected by a re-check afterwards and
-compensated by retiring the scope again (a cleanup transaction, not a second terminal commit).
+Every progress write is fenced: it commits with the operation state (`turn.op`) as the
+storage guard, so the storage applies it only while the operation runs — the check and the write
+are one atomic step on every backend. Once the terminal commit removed the operation state, a
+late write is refused (FencedWriteError) and never recreates the retired scope.
 """
 
 from __future__ import annotations
@@ -17,9 +16,8 @@ from turnkeep.harness.state import (
     END_TAG,
     checkpoint_address,
     frames_address,
-    is_running,
     memo_address,
-    op_scope,
+    op_address,
 )
 from turnkeep.providers.base import (
     Message,
@@ -35,32 +33,26 @@ from turnkeep.providers.base import (
     Usage,
 )
 from turnkeep.storage import (
+    GuardFailedError,
     JsonValue,
     Storage,
     Value,
     Write,
     append_list,
     delete_value,
-    retire_scope,
     set_value,
 )
 
 
 def fenced_commit(storage: Storage, op_id: str, writes: list[Write]) -> None:
-    """Commit operation-scope `writes` only while `op_id` runs; compensate a lost race."""
-    if not is_running(storage, op_id):
+    """Commit `writes` only while `op_id` runs (atomically guarded by its operation state)."""
+    try:
+        storage.commit(writes, guard=op_address(op_id))
+    except GuardFailedError as exc:
         raise FencedWriteError(
             f"operation {op_id!r} of session {storage.session_id!r} has ended; "
             "its progress write was rejected"
-        )
-    storage.commit(writes)
-    if not is_running(storage, op_id):
-        # The terminal commit landed between our check and our commit: the write began a new
-        # lifetime of the scope. End it again so no residue outlives the operation.
-        storage.commit([retire_scope(op_scope(op_id))])
-        raise FencedWriteError(
-            f"operation {op_id!r} ended while a progress write was in flight; it was retired"
-        )
+        ) from exc
 
 
 @dataclass

@@ -83,10 +83,10 @@ from turnkeep.providers.base import (
 )
 from turnkeep.storage import (
     MESSAGE_ENTRY_TYPE,
+    GuardFailedError,
     Storage,
     UsageRow,
     Write,
-    delete_value,
     insert_entry,
     insert_usage,
     set_value,
@@ -695,13 +695,11 @@ def _cap_result(content: str, max_bytes: int) -> str:
 def _fenced_session_commit(
     storage: Storage, op_id: str, before: CallState, after: CallState
 ) -> bool:
-    """Write a call state only while the operation runs; undo it if the turn ended meanwhile."""
-    if load_state(storage, op_id) is None:
-        return False
+    """Write a call state only while the operation runs (guarded by its operation state)."""
     address = call_address(op_id, before.call_id)
-    storage.commit([set_value(address, after.model_dump(mode="json"))])
-    if load_state(storage, op_id) is None:
-        storage.commit([delete_value(address)])
+    try:
+        storage.commit([set_value(address, after.model_dump(mode="json"))], guard=op_address(op_id))
+    except GuardFailedError:
         return False
     return True
 

@@ -10,6 +10,7 @@ from turnkeep.storage.base import (
 )
 from turnkeep.storage.errors import (
     EntryConflictError,
+    GuardFailedError,
     InvalidScopeError,
     StorageClosedError,
     StorageConflictError,
@@ -70,6 +71,7 @@ __all__ = [
     "Entry",
     "EntryConflictError",
     "EphemeralScope",
+    "GuardFailedError",
     "InsertEntry",
     "InsertUsage",
     "InvalidScopeError",

@@ -12,6 +12,7 @@ from typing import Final, Literal
 from turnkeep.storage.addresses import Value, ValueList
 from turnkeep.storage.errors import (
     EntryConflictError,
+    GuardFailedError,
     StorageClosedError,
     StorageValidationError,
 )
@@ -84,9 +85,14 @@ class Storage(ABC):
         """True once close() was called."""
         return self._closed
 
-    def commit(self, writes: Sequence[Write]) -> CommitResult:
-        """Commit `writes` atomically as one transaction of one scope."""
-        txn = build_transaction(writes)
+    def commit(self, writes: Sequence[Write], *, guard: Value | None = None) -> CommitResult:
+        """Commit `writes` atomically as one transaction of one scope.
+
+        With `guard` (a session-scoped value address) the commit applies only if that value
+        exists at commit time, atomically with the commit; otherwise GuardFailedError is raised,
+        nothing is written and no sequence is consumed. An empty commit does nothing.
+        """
+        txn = build_transaction(writes, guard)
         with self._lock:
             self._ensure_open()
             if not txn.writes:
@@ -206,6 +212,13 @@ class Storage(ABC):
     def _ensure_open(self) -> None:
         if self._closed:
             raise StorageClosedError(f"storage of session {self.session_id!r} is closed")
+
+    @staticmethod
+    def _raise_guard_failed(guard: Value | None, session_id: str) -> None:
+        if guard is not None:
+            raise GuardFailedError(
+                f"commit to session {session_id!r} refused: guard {guard} does not exist"
+            )
 
     @staticmethod
     def _raise_missing_parents(missing: list[tuple[str, str]]) -> None:

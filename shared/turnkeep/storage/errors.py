@@ -23,6 +23,10 @@ class EntryConflictError(StorageValidationError):
     """An entry id is duplicated or its parent does not exist."""
 
 
+class GuardFailedError(StorageError):
+    """A guarded commit found its guard value absent; nothing was written."""
+
+
 class StorageClosedError(StorageError):
     """The storage handle was closed; reads and writes are rejected."""
 

@@ -7,7 +7,7 @@ import threading
 from dataclasses import dataclass, field
 
 from turnkeep.storage.addresses import Value, ValueList
-from turnkeep.storage.errors import EntryConflictError
+from turnkeep.storage.errors import EntryConflictError, GuardFailedError
 from turnkeep.storage.jsonvalue import load_json
 from turnkeep.storage.records import Entry, ListElement, Snapshot, StorageStats, StoredValue
 from turnkeep.storage.scopes import Scope, scope_from_key, scope_key
@@ -56,7 +56,9 @@ class MemoryState:
     # -- writes -------------------------------------------------------------------------------
 
     def check(self, txn: Transaction) -> None:
-        """Raise EntryConflictError if `txn` cannot apply; changes nothing."""
+        """Raise GuardFailedError or EntryConflictError if `txn` cannot apply; changes nothing."""
+        if txn.guard is not None and _phys(txn.guard) not in self.values:
+            raise GuardFailedError(f"commit refused: guard {txn.guard} does not exist")
         duplicates = [i for i in txn.entry_ids if i in self.entries]
         if duplicates:
             raise EntryConflictError(f"entry id {duplicates[0]!r} already exists")

@@ -238,6 +238,8 @@ class Transaction:
     scope: Scope
     writes: tuple[Write, ...]
     entry_ids: tuple[str, ...] = field(default=())
+    guard: Value | None = None
+    """Commit only while this session-scoped value exists (checked atomically with the commit)."""
 
     @property
     def is_session(self) -> bool:
@@ -252,10 +254,17 @@ def write_scope(write: Write) -> Scope:
     return SESSION_SCOPE
 
 
-def build_transaction(writes: Sequence[Write]) -> Transaction:
-    """Validate the one-scope rule and in-transaction entry ids; raise before any mutation."""
+def build_transaction(writes: Sequence[Write], guard: Value | None = None) -> Transaction:
+    """Validate the one-scope rule, the guard and in-transaction entry ids; raise before any
+    mutation."""
     if isinstance(writes, (str, bytes)) or not isinstance(writes, Sequence):
         raise StorageValidationError("commit takes a sequence of writes")
+    if guard is not None and (
+        not isinstance(guard, Value) or not isinstance(guard.scope, SessionScope)
+    ):
+        raise StorageValidationError(
+            f"a commit guard must be a session-scoped value(...) address, got {guard!r}"
+        )
     ephemeral_ids: list[str] = []
     has_session = False
     for index, write in enumerate(writes):
@@ -290,7 +299,7 @@ def build_transaction(writes: Sequence[Write]) -> Transaction:
             seen.add(write.id)
             entry_ids.append(write.id)
     txn_scope: Scope = EphemeralScope(ephemeral_ids[0]) if ephemeral_ids else SESSION_SCOPE
-    return Transaction(txn_scope, tuple(writes), tuple(entry_ids))
+    return Transaction(txn_scope, tuple(writes), tuple(entry_ids), guard)
 
 
 def missing_parents(txn: Transaction, exists: set[str]) -> list[tuple[str, str]]:

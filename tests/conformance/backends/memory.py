@@ -5,9 +5,8 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from turnkeep.storage import open_repository
-
 from tests.conformance.backends import BackendHarness
+from turnkeep.storage import open_repository
 
 
 def make(tmp_path: Path) -> BackendHarness:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from turnkeep.storage import open_repository
-
 from tests.conformance.backends import BackendHarness
+from turnkeep.storage import open_repository
 
 
 def make(tmp_path: Path) -> BackendHarness:

@@ -1,0 +1,583 @@
+"""AwsStorage: one session's storage on DynamoDB (main log) and S3 (scoped progress)."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from turnkeep.storage.addresses import Value, ValueList
+from turnkeep.storage.aws import keys
+from turnkeep.storage.aws.cleanup import delete_through
+from turnkeep.storage.aws.codec import (
+    Item,
+    decode_object,
+    encode_object,
+    get_n,
+    get_opt_s,
+    get_s,
+    n,
+    s,
+)
+from turnkeep.storage.aws.head import (
+    LAST_SEQ,
+    PENDING,
+    Head,
+    head_from_item,
+    parse_marker,
+    pending_marker,
+)
+from turnkeep.storage.aws.scoped import ObjectWrites, ScopeView, object_writes
+from turnkeep.storage.aws.session_txn import ActionMeta, plan_allocation, plan_session_commit
+from turnkeep.storage.base import ListOrder, Storage, now_ms
+from turnkeep.storage.errors import (
+    EntryConflictError,
+    GuardFailedError,
+    StorageConflictError,
+    StorageUnavailableError,
+    StorageValidationError,
+)
+from turnkeep.storage.jsonvalue import load_json
+from turnkeep.storage.records import (
+    CommitResult,
+    Entry,
+    ListElement,
+    Snapshot,
+    StorageStats,
+    StoredValue,
+)
+from turnkeep.storage.scopes import EphemeralScope, Scope, SessionScope
+from turnkeep.storage.writes import Transaction, UsageRow
+
+if TYPE_CHECKING:
+    from turnkeep.storage.aws.repository import AwsRepository
+
+LOG = logging.getLogger(__name__)
+MAX_COMMIT_ATTEMPTS: Final = 10
+"""Session commits re-read the head and retry this often before StorageConflictError."""
+GET_WORKERS: Final = 16
+MAX_SEQ: Final = 10**keys.SEQ_DIGITS - 1
+
+
+@dataclass
+class SessionState:
+    """What the handles of one session in one repository share: lock, head and scope caches."""
+
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    head: Head | None = None
+    """The head as this process last saw it; None forces a read before the next commit."""
+    done: set[str] = field(default_factory=set)
+    """Cleanup markers whose deletion finished; removed from the head by the next commit."""
+    views: dict[str, ScopeView] = field(default_factory=dict)
+    bodies: dict[str, ObjectWrites] = field(default_factory=dict)
+    """Scoped objects this process wrote or read, by key (objects are immutable)."""
+    refs: int = 0
+    recovered: bool = False
+
+    def forget(self) -> None:
+        """Drop every cache (the session was deleted or must be read afresh)."""
+        self.head = None
+        self.done.clear()
+        self.views.clear()
+        self.bodies.clear()
+
+
+@contextmanager
+def aws_call(what: str) -> Iterator[None]:
+    """Turn transport and service failures into StorageUnavailableError naming `what`."""
+    try:
+        yield
+    except (BotoCoreError, ClientError) as exc:
+        raise StorageUnavailableError(f"{what} failed: {exc}") from exc
+
+
+class AwsStorage(Storage):
+    """A handle on one session; handles of one session in one repository share caches and lock."""
+
+    def __init__(self, repo: AwsRepository, session_id: str, state: SessionState) -> None:
+        super().__init__(session_id, lock=state.lock)
+        self._repo = repo
+        self._state = state
+        self._ddb = repo.dynamodb
+        self._s3 = repo.s3
+        self._table = repo.table
+        self._bucket = repo.bucket
+        self._pk = keys.session_pk(session_id)
+
+    # -- open: retry unfinished cleanups ------------------------------------------------------
+
+    def recover(self) -> None:
+        """Read the head and finish every retirement cleanup a crash or failure left pending."""
+        head = self._read_head()
+        for marker in sorted(head.pending):
+            boundary, scope_id = parse_marker(marker)
+            self._cleanup(scope_id, boundary)
+
+    def _cleanup(self, scope_id: str, boundary: int) -> None:
+        prefix = self._repo.objects.scope_prefix(self.session_id, scope_id)
+        try:
+            delete_through(self._s3, self._bucket, prefix, boundary)
+        except StorageUnavailableError as exc:
+            # The boundary already hides these objects; the head keeps the marker, so the
+            # next open retries the deletion.
+            LOG.warning("retirement cleanup of %r deferred: %s", scope_id, exc)
+            return
+        self._state.done.add(pending_marker(boundary, scope_id))
+
+    def _read_head(self) -> Head:
+        with aws_call("reading the sequence head"):
+            found = self._ddb.get_item(
+                TableName=self._table, Key=self._key(keys.HEAD_SK), ConsistentRead=True
+            )
+        head = head_from_item(found.get("Item"))
+        self._state.head = head
+        return head
+
+    # -- commits ------------------------------------------------------------------------------
+
+    def _commit(self, txn: Transaction) -> CommitResult:
+        if isinstance(txn.scope, EphemeralScope):
+            return self._commit_scoped(txn, txn.scope)
+        return self._commit_session(txn)
+
+    def _commit_scoped(self, txn: Transaction, scope: EphemeralScope) -> CommitResult:
+        state = self._state
+        count = len(txn.writes)
+        head = (
+            self._allocate_guarded(count, txn.guard)
+            if txn.guard is not None
+            else self._allocate(count)
+        )
+        first = head.last_seq - count + 1
+        seqs = tuple(range(first, head.last_seq + 1))
+        writes = object_writes(txn.writes, seqs)
+        key = self._repo.objects.transaction_key(self.session_id, scope.id, first)
+        # One object per transaction: S3 PUT is atomic, so there is no torn state. A crash
+        # before it leaves a sequence gap, which is legal.
+        with aws_call(f"writing scoped transaction {key!r}"):
+            self._s3.put_object(
+                Bucket=self._bucket,
+                Key=key,
+                Body=encode_object(self.session_id, scope.id, writes),
+                ContentType="application/json",
+            )
+        state.bodies[key] = writes
+        view = state.views.get(scope.id)
+        if view is not None and not view.apply(key, writes):
+            del state.views[scope.id]  # another writer interleaved: reload on next read
+        return CommitResult(first, seqs, now_ms(), head.stats)
+
+    def _allocate(self, count: int) -> Head:
+        """Reserve `count` sequences with one atomic ADD; returns the head after it."""
+        state = self._state
+        done = frozenset(state.done)
+        values: dict[str, Any] = {
+            ":k": n(count),
+            ":g": s(keys.SESSIONS_GSI_PK),
+            ":sid": s(self.session_id),
+        }
+        expression = f"ADD {LAST_SEQ} :k SET gsi1pk = :g, gsi1sk = :sid"
+        if done:
+            expression += f" DELETE {PENDING} :done"
+            values[":done"] = {"SS": sorted(done)}
+        # ADD is atomic: concurrent writers get disjoint ranges without a condition.
+        with aws_call("allocating sequences"):
+            updated = self._ddb.update_item(
+                TableName=self._table,
+                Key=self._key(keys.HEAD_SK),
+                UpdateExpression=expression,
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+            )
+        head = head_from_item(updated.get("Attributes"))
+        state.head = head
+        state.done -= done
+        return head
+
+    def _allocate_guarded(self, count: int, guard: Value) -> Head:
+        """Reserve `count` sequences only while `guard` exists: one TransactWriteItems.
+
+        Transactions return no values, so the head is set to a known value under a condition
+        on the cached one (re-read and retried on a race). A write whose guard was deleted
+        after this check gets sequences below the deleting commit's, so a retirement in that
+        commit hides it.
+        """
+        state = self._state
+        for attempt in range(MAX_COMMIT_ATTEMPTS):
+            head = state.head if state.head is not None else self._read_head()
+            done = frozenset(state.done)
+            plan = plan_allocation(
+                count,
+                table=self._table,
+                session_id=self.session_id,
+                head=head,
+                done_markers=done,
+                guard=guard,
+            )
+            if self._transact(plan.actions, plan.metas, attempt, guard):
+                state.head = plan.new_head
+                state.done -= done
+                return plan.new_head
+        raise StorageConflictError(
+            f"session {self.session_id!r}: {MAX_COMMIT_ATTEMPTS} sequence allocations lost to "
+            "concurrent writers; nothing was applied"
+        )
+
+    def _transact(
+        self,
+        actions: list[dict[str, Any]],
+        metas: list[ActionMeta | None],
+        attempt: int,
+        guard: Value | None,
+    ) -> bool:
+        """Run one TransactWriteItems: True when applied, False when the head moved (retry)."""
+        state = self._state
+        try:
+            self._ddb.transact_write_items(TransactItems=actions)  # type: ignore[arg-type]
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            if code == "ValidationException":
+                raise StorageValidationError(f"DynamoDB rejected the commit: {exc}") from exc
+            if code != "TransactionCanceledException":
+                state.head = None
+                raise StorageUnavailableError(f"session commit failed: {exc}") from exc
+            if _cancel_reasons(exc)[:1] != [{"Code": "None"}]:
+                state.head = None  # the head condition failed (or we cannot tell)
+            _raise_cancel_cause(exc, metas, self.session_id, guard)
+            # Another writer moved the head: re-read it and retry with fresh sequences.
+            time.sleep(random.uniform(0, 0.002 * 2**attempt))
+            return False
+        except BotoCoreError as exc:
+            state.head = None
+            raise StorageUnavailableError(
+                f"session commit outcome unknown (transport failure): {exc}"
+            ) from exc
+        return True
+
+    def _commit_session(self, txn: Transaction) -> CommitResult:
+        state = self._state
+        for attempt in range(MAX_COMMIT_ATTEMPTS):
+            head = state.head if state.head is not None else self._read_head()
+            plan = plan_session_commit(
+                txn,
+                table=self._table,
+                session_id=self.session_id,
+                head=head,
+                done_markers=frozenset(state.done),
+            )
+            if not self._transact(plan.actions, plan.metas, attempt, txn.guard):
+                continue
+            state.head = plan.new_head
+            state.done -= plan.done_removed
+            for scope_id, boundary in plan.retired.items():
+                self._forget_scope(scope_id, boundary)
+            for scope_id, boundary in plan.retired.items():
+                self._cleanup(scope_id, boundary)
+            return CommitResult(plan.seqs[0], plan.seqs, now_ms(), plan.new_head.stats)
+        raise StorageConflictError(
+            f"session {self.session_id!r}: {MAX_COMMIT_ATTEMPTS} commit attempts lost to "
+            "concurrent writers; nothing was applied"
+        )
+
+    def _forget_scope(self, scope_id: str, boundary: int) -> None:
+        self._state.views.pop(scope_id, None)
+        prefix = self._repo.objects.scope_prefix(self.session_id, scope_id)
+        for key in [k for k in self._state.bodies if k.startswith(prefix)]:
+            if keys.seq_from_key(key) <= boundary:
+                del self._state.bodies[key]
+
+    # -- scoped reads -------------------------------------------------------------------------
+
+    def _view(self, scope: EphemeralScope) -> ScopeView:
+        """The live state of `scope`, loaded once (boundary, listing, missing objects)."""
+        state = self._state
+        view = state.views.get(scope.id)
+        if view is not None:
+            return view
+        with aws_call(f"reading the retirement boundary of scope {scope.id!r}"):
+            found = self._ddb.get_item(
+                TableName=self._table,
+                Key=self._key(keys.retirement_sk(scope.id)),
+                ConsistentRead=True,
+            )
+        boundary = get_n(found["Item"], "seq") if "Item" in found else 0
+        view = ScopeView(scope, boundary)
+        prefix = self._repo.objects.scope_prefix(self.session_id, scope.id)
+        live: list[str] = []
+        paginator = self._s3.get_paginator("list_objects_v2")
+        with aws_call(f"listing scope {scope.id!r}"):
+            # Names sort by sequence: start after the boundary so retired leftovers are skipped.
+            for page in paginator.paginate(
+                Bucket=self._bucket,
+                Prefix=prefix,
+                StartAfter=f"{prefix}{keys.seq_text(boundary)}.json",
+            ):
+                for obj in page.get("Contents", []):
+                    name = obj["Key"][len(prefix) :]
+                    if name.endswith(".json") and name[: keys.SEQ_DIGITS].isdigit():
+                        live.append(obj["Key"])
+        missing = [k for k in live if k not in state.bodies]
+        if missing:
+            self._fetch(scope.id, missing)
+        for key in live:
+            view.apply(key, state.bodies[key])
+        state.views[scope.id] = view
+        return view
+
+    def _fetch(self, scope_id: str, object_keys: list[str]) -> None:
+        def get(key: str) -> tuple[str, ObjectWrites]:
+            with aws_call(f"reading scoped object {key!r}"):
+                body = self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()
+            writes = decode_object(body, key=key, session_id=self.session_id, scope_id=scope_id)
+            return key, writes
+
+        if len(object_keys) == 1:
+            results = [get(object_keys[0])]
+        else:
+            with ThreadPoolExecutor(max_workers=min(GET_WORKERS, len(object_keys))) as pool:
+                results = list(pool.map(get, object_keys))
+        for key, writes in results:
+            self._state.bodies[key] = writes
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def _get_value(self, address: Value) -> StoredValue | None:
+        if isinstance(address.scope, EphemeralScope):
+            return self._view(address.scope).state.get_value(address)
+        with aws_call(f"reading {address}"):
+            found = self._ddb.get_item(
+                TableName=self._table,
+                Key=self._key(keys.value_sk(address.namespace, address.key)),
+                ConsistentRead=True,
+            )
+        item = found.get("Item")
+        if item is None:
+            return None
+        return StoredValue(address, load_json(get_s(item, "v")), get_n(item, "seq"))
+
+    def _scan_values(self, namespace: str, key_prefix: str, scope: Scope) -> list[StoredValue]:
+        if isinstance(scope, EphemeralScope):
+            return self._view(scope).state.scan_values(namespace, key_prefix, scope)
+        items = self._query_prefix(keys.value_scan_prefix(namespace, key_prefix))
+        found = [
+            StoredValue(
+                Value(namespace, get_s(item, "key"), scope),
+                load_json(get_s(item, "v")),
+                get_n(item, "seq"),
+            )
+            for item in items
+            if get_s(item, "ns") == namespace and get_s(item, "key").startswith(key_prefix)
+        ]
+        return sorted(found, key=lambda v: v.address.key)
+
+    def _read_list(
+        self, address: ValueList, cursor: int | None, order: ListOrder, limit: int
+    ) -> list[ListElement]:
+        if isinstance(address.scope, EphemeralScope):
+            return self._view(address.scope).state.read_list(address, cursor, order, limit)
+        deleted_through = self._list_tombstone(address)
+        if order == "asc":
+            low = max(cursor if cursor is not None else 0, deleted_through) + 1
+            high = MAX_SEQ
+        else:
+            low = deleted_through + 1
+            high = cursor - 1 if cursor is not None else MAX_SEQ
+        if low > high:
+            return []
+        prefix = keys.list_prefix(address.namespace, address.key)
+        items = self._query(
+            "pk = :pk AND sk BETWEEN :lo AND :hi",
+            {":lo": s(prefix + keys.seq_text(low)), ":hi": s(prefix + keys.seq_text(high))},
+            forward=order == "asc",
+            limit=limit,
+        )
+        return [_element(item) for item in items]
+
+    def _list_tombstone(self, address: ValueList) -> int:
+        with aws_call(f"reading {address}"):
+            found = self._ddb.get_item(
+                TableName=self._table,
+                Key=self._key(keys.list_tombstone_sk(address.namespace, address.key)),
+                ConsistentRead=True,
+            )
+        return get_n(found["Item"], "deleted_through") if "Item" in found else 0
+
+    def _get_entries(self, ids: list[str]) -> list[Entry]:
+        unique = list(dict.fromkeys(ids))
+        index = self._batch_get([keys.entry_index_sk(i) for i in unique])
+        seqs = {get_s(item, "id"): get_n(item, "seq") for item in index.values()}
+        rows = self._batch_get([keys.entry_sk(seq) for seq in seqs.values()])
+        by_id = {get_s(item, "id"): _entry(item) for item in rows.values()}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def _scan_entries(self, after_seq: int | None, limit: int | None) -> list[Entry]:
+        low = (after_seq or 0) + 1
+        if low > MAX_SEQ:
+            return []
+        items = self._query(
+            "pk = :pk AND sk BETWEEN :lo AND :hi",
+            {":lo": s(keys.entry_sk(low)), ":hi": s(keys.entry_sk(MAX_SEQ))},
+            limit=limit,
+        )
+        return [_entry(item) for item in items]
+
+    def _get_stats(self) -> StorageStats:
+        return self._read_head().stats
+
+    def _snapshot(self) -> Snapshot:
+        values = sorted(
+            (
+                StoredValue(
+                    Value(get_s(i, "ns"), get_s(i, "key"), SessionScope()),
+                    load_json(get_s(i, "v")),
+                    get_n(i, "seq"),
+                )
+                for i in self._query_prefix(keys.VALUE_PREFIX)
+            ),
+            key=lambda v: (v.address.namespace, v.address.key),
+        )
+        tombstones = {
+            (get_s(i, "ns"), get_s(i, "key")): get_n(i, "deleted_through")
+            for i in self._query_prefix(keys.LIST_TOMBSTONE_PREFIX)
+        }
+        grouped: dict[tuple[str, str], list[ListElement]] = {}
+        for item in self._query_prefix(keys.LIST_PREFIX):
+            name = (get_s(item, "ns"), get_s(item, "key"))
+            element = _element(item)
+            if element.seq > tombstones.get(name, 0):
+                grouped.setdefault(name, []).append(element)
+        lists = tuple(
+            (ValueList(ns, key, SessionScope()), tuple(sorted(rows, key=lambda e: e.seq)))
+            for (ns, key), rows in sorted(grouped.items())
+        )
+        entries = tuple(_entry(i) for i in self._query_prefix(keys.ENTRY_PREFIX))
+        usage = tuple(
+            UsageRow.from_json(load_json(get_s(i, "row")))
+            for i in self._query_prefix(keys.USAGE_PREFIX)
+        )
+        return Snapshot(tuple(values), lists, entries, usage)
+
+    def _close(self) -> None:
+        self._repo.release(self.session_id, self._state)
+
+    # -- DynamoDB helpers ---------------------------------------------------------------------
+
+    def _key(self, sk: str) -> dict[str, Any]:
+        return {"pk": s(self._pk), "sk": s(sk)}
+
+    def _query_prefix(self, prefix: str) -> list[Item]:
+        return self._query("pk = :pk AND begins_with(sk, :prefix)", {":prefix": s(prefix)})
+
+    def _query(
+        self,
+        condition: str,
+        values: dict[str, Any],
+        *,
+        forward: bool = True,
+        limit: int | None = None,
+    ) -> list[Item]:
+        """Every item matching `condition` in this partition (strongly consistent, paged)."""
+        items: list[Item] = []
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": {":pk": s(self._pk), **values},
+            "ConsistentRead": True,
+            "ScanIndexForward": forward,
+        }
+        with aws_call(f"querying session {self.session_id!r}"):
+            while True:
+                if limit is not None:
+                    request["Limit"] = limit - len(items)
+                page = self._ddb.query(**request)
+                items.extend(page.get("Items", []))
+                last = page.get("LastEvaluatedKey")
+                if not last or (limit is not None and len(items) >= limit):
+                    return items
+                request["ExclusiveStartKey"] = last
+
+    def _batch_get(self, sort_keys: list[str]) -> dict[str, Item]:
+        """Items by sort key (strongly consistent; unknown keys are absent)."""
+        found: dict[str, Item] = {}
+        with aws_call(f"reading entries of session {self.session_id!r}"):
+            for start in range(0, len(sort_keys), 100):
+                pending: dict[str, Any] = {
+                    self._table: {
+                        "Keys": [self._key(sk) for sk in sort_keys[start : start + 100]],
+                        "ConsistentRead": True,
+                    }
+                }
+                attempt = 0
+                while pending:
+                    page = self._ddb.batch_get_item(RequestItems=pending)
+                    for item in page.get("Responses", {}).get(self._table, []):
+                        found[get_s(item, "sk")] = item
+                    pending = dict(page.get("UnprocessedKeys") or {})
+                    if pending:
+                        attempt += 1
+                        time.sleep(min(0.5, 0.01 * 2**attempt))
+        return found
+
+
+def _element(item: Item) -> ListElement:
+    return ListElement(get_n(item, "seq"), load_json(get_s(item, "v")), get_opt_s(item, "tag"))
+
+
+def _entry(item: Item) -> Entry:
+    return Entry(
+        get_s(item, "id"),
+        get_opt_s(item, "parent"),
+        get_s(item, "type"),
+        load_json(get_s(item, "data")),
+        get_n(item, "seq"),
+    )
+
+
+def _cancel_reasons(exc: ClientError) -> list[dict[str, Any]]:
+    """One reason per action of a cancelled transaction (`{"Code": "None"}` = it passed)."""
+    raw: Any = exc.response.get("CancellationReasons", [])
+    return [{k: v for k, v in dict(r).items() if k in ("Code", "Message")} for r in raw]
+
+
+def _raise_cancel_cause(
+    exc: ClientError, metas: list[ActionMeta | None], session_id: str, guard: Value | None
+) -> None:
+    """Raise the caller's error behind a cancelled transaction; return when it was a race.
+
+    The guard is checked first, then duplicate ids, then parents (the memory backend's order).
+    """
+    failed: dict[str, list[ActionMeta]] = {}
+    for index, reason in enumerate(_cancel_reasons(exc)):
+        code = reason.get("Code")
+        if code in (None, "None"):
+            continue
+        meta = metas[index] if index < len(metas) else None
+        if code == "ConditionalCheckFailed" and meta is not None:
+            failed.setdefault(meta.kind, []).append(meta)
+        elif code == "ValidationError":
+            raise StorageValidationError(
+                f"DynamoDB rejected the session transaction: {reason.get('Message')}"
+            )
+        elif code != "TransactionConflict":
+            raise StorageUnavailableError(
+                f"DynamoDB cancelled the session transaction: {code} {reason.get('Message')}"
+            )
+    if "guard" in failed:
+        raise GuardFailedError(
+            f"commit to session {session_id!r} refused: guard {guard} does not exist"
+        )
+    if "duplicate" in failed:
+        raise EntryConflictError(f"entry id {failed['duplicate'][0].entry_id!r} already exists")
+    if "parent" in failed:
+        meta = failed["parent"][0]
+        raise EntryConflictError(
+            f"entry {meta.entry_id!r} names parent {meta.parent_id!r}, which does not exist"
+        )

@@ -1,0 +1,83 @@
+"""Conformance: a guarded commit applies only while its session-scoped guard value exists.
+
+The guard is how a late progress write is fenced off after an operation's terminal commit: the
+check and the commit are one atomic step, so the write can never recreate a retired scope.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conformance.backends import BackendHarness
+from turnkeep.storage import (
+    GuardFailedError,
+    StorageValidationError,
+    append_list,
+    delete_value,
+    ephemeral_scope,
+    insert_entry,
+    retire_scope,
+    set_value,
+    value,
+    value_list,
+)
+
+OP = ephemeral_scope("op-guarded")
+RUNNING = value("turn.op", "op-guarded")
+FRAMES = value_list("turn.frames", "r1", OP)
+
+
+def test_guarded_scoped_commit_applies_while_the_guard_value_exists(
+    backend: BackendHarness,
+) -> None:
+    storage = backend.open()
+    storage.commit([set_value(RUNNING, {"status": "running"})])
+    result = storage.commit([append_list(FRAMES, "hello")], guard=RUNNING)
+    assert [e.value for e in storage.read_list(FRAMES)] == ["hello"]
+    assert result.seqs == (2,)
+
+
+def test_guarded_commit_after_the_guard_is_gone_is_refused_and_writes_nothing(
+    backend: BackendHarness,
+) -> None:
+    storage = backend.open()
+    storage.commit([set_value(RUNNING, {"status": "running"})])
+    storage.commit([append_list(FRAMES, "early")], guard=RUNNING)
+    terminal = storage.commit([delete_value(RUNNING), retire_scope(OP)])
+    with pytest.raises(GuardFailedError, match=r"turn\.op"):
+        storage.commit([append_list(FRAMES, "late")], guard=RUNNING)
+    assert storage.read_list(FRAMES) == []
+    storage = backend.reopen(storage)
+    assert storage.read_list(FRAMES) == []
+    # The refused commit consumed no sequence.
+    after = storage.commit([set_value(value("probe"), 1)])
+    assert after.seqs == (terminal.seqs[-1] + 1,)
+
+
+def test_guarded_session_commit_is_refused_as_a_whole_when_the_guard_is_absent(
+    backend: BackendHarness,
+) -> None:
+    storage = backend.open()
+    with pytest.raises(GuardFailedError):
+        storage.commit(
+            [set_value(value("call", "c1"), "started"), insert_entry("e1", None, "message")],
+            guard=RUNNING,
+        )
+    assert storage.get_value(value("call", "c1")) is None
+    assert storage.get_entries(["e1"]) == []
+    assert storage.get_stats().entry_count == 0
+
+
+def test_a_guarded_commit_may_delete_its_own_guard(backend: BackendHarness) -> None:
+    storage = backend.open()
+    storage.commit([set_value(RUNNING, "running")])
+    storage.commit([delete_value(RUNNING), retire_scope(OP)], guard=RUNNING)
+    assert storage.get_value(RUNNING) is None
+    with pytest.raises(GuardFailedError):
+        storage.commit([delete_value(RUNNING), retire_scope(OP)], guard=RUNNING)
+
+
+def test_a_guard_in_an_ephemeral_scope_is_rejected_as_bad_input(backend: BackendHarness) -> None:
+    storage = backend.open()
+    with pytest.raises(StorageValidationError, match="session-scoped"):
+        storage.commit([append_list(FRAMES, "x")], guard=value("turn.op", "k", OP))
