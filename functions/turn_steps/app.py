@@ -1,0 +1,55 @@
+"""Lambda handlers of the turn state machine's tasks: one model round, one tool call, and the
+two terminal steps. Each parses its task payload, runs the harness step, returns a small dict.
+
+Deliveries are deduplicated by Powertools idempotency (records in the session table), on top of
+the harness steps' own storage-level idempotency: a concurrent duplicate delivery waits instead
+of calling the model or the tool a second time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from turnkeep.lambda_runtime import idempotency_store, runtime
+from turnkeep.step_events import StepName, idempotency_key_expression, run_step
+
+logger = Logger(service="turnkeep-steps")
+tracer = Tracer(service="turnkeep-steps")
+metrics = Metrics(namespace="turnkeep", service="turnkeep-steps")
+
+Handler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
+
+
+def _handler(step: StepName) -> Handler:
+    config = IdempotencyConfig(
+        event_key_jmespath=idempotency_key_expression(step),
+        raise_on_no_idempotency_key=True,
+    )
+
+    @idempotent(persistence_store=idempotency_store(step), config=config)
+    def run_once(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        return run_step(step, runtime().deps, event)
+
+    @logger.inject_lambda_context(log_event=False)
+    @tracer.capture_lambda_handler(capture_response=False)
+    @metrics.log_metrics
+    def handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        logger.append_keys(step=step, session_id=event.get("session_id"), op=event.get("op_id"))
+        # Counted before deduplication: a redelivery shows up as an invocation served from the
+        # idempotency record.
+        metrics.add_metric(name=f"{step}_invocations", unit=MetricUnit.Count, value=1)
+        return run_once(event, context)
+
+    return handle
+
+
+model_step = _handler("model_step")
+tool_step = _handler("tool_step")
+finish_turn = _handler("finish_turn")
+fail_turn = _handler("fail_turn")

@@ -1,0 +1,50 @@
+"""Per-container state of the Lambda handlers: the runtime (built once, on first use) and the
+Powertools idempotency store in the one session table."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import TYPE_CHECKING
+
+from turnkeep.runtime import Runtime, build_runtime
+from turnkeep.settings import TurnkeepSettings
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+
+_LOCK = threading.Lock()
+_RUNTIME: Runtime | None = None
+
+
+def runtime() -> Runtime:
+    """The container's runtime, built from the environment on first use (not at import, so a
+    cold start pays only for what the first invocation needs)."""
+    global _RUNTIME  # noqa: PLW0603 - one runtime per Lambda container, by design
+    with _LOCK:
+        if _RUNTIME is None:
+            _RUNTIME = build_runtime(TurnkeepSettings())
+        return _RUNTIME
+
+
+def reset_runtime() -> None:
+    """Drop the cached runtime (tests, or after the environment changed)."""
+    global _RUNTIME  # noqa: PLW0603
+    with _LOCK:
+        if _RUNTIME is not None:
+            _RUNTIME.close()
+        _RUNTIME = None
+
+
+def idempotency_store(function: str) -> DynamoDBPersistenceLayer:
+    """Powertools idempotency records in the session table (`TURNKEEP_TABLE`), partition
+    `IDEMPOTENCY#<function>`, expiring through the table's TTL attribute."""
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+
+    return DynamoDBPersistenceLayer(
+        table_name=os.environ["TURNKEEP_TABLE"],
+        key_attr="pk",
+        sort_key_attr="sk",
+        static_pk_value=f"IDEMPOTENCY#{function}",
+        expiry_attr="expiresAt",
+    )

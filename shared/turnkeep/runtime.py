@@ -1,0 +1,77 @@
+"""Build the harness dependencies of one process from settings (local mode and Lambda alike)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from turnkeep.envelope import EnvelopeStore, open_envelope_store
+from turnkeep.harness import HarnessDeps, HarnessLimits
+from turnkeep.harness.deps import ProviderResolver
+from turnkeep.providers.base import ModelProvider
+from turnkeep.settings import TurnkeepSettings
+from turnkeep.storage import Storage, open_storage
+
+
+def limits_from_settings(settings: TurnkeepSettings) -> HarnessLimits:
+    """The turn caps and progress cadence the settings ask for."""
+    return HarnessLimits(
+        max_steps=settings.max_steps,
+        wall_clock_seconds=settings.wall_clock_seconds,
+        frame_interval_ms=settings.frame_interval_ms,
+        frame_max_bytes=settings.frame_max_bytes,
+    )
+
+
+def provider_resolver(default_model: str) -> ProviderResolver:
+    """Resolve a turn's model spec (None = `default_model`) to a provider, lazily."""
+
+    def resolve(spec: str | None) -> ModelProvider:
+        from turnkeep.providers.factory import provider_from_config
+
+        return provider_from_config(spec or default_model)
+
+    return resolve
+
+
+@dataclass
+class Runtime:
+    """Harness deps plus what the process holds open for them."""
+
+    settings: TurnkeepSettings
+    deps: HarnessDeps
+    envelopes: EnvelopeStore
+    storage_url: str
+    held: list[Storage] = field(default_factory=list)
+
+    def close(self) -> None:
+        """Release the envelope store and any held storage handle."""
+        self.envelopes.close()
+        for handle in self.held:
+            handle.close()
+
+
+def build_runtime(
+    settings: TurnkeepSettings | None = None,
+    *,
+    provider: ModelProvider | None = None,
+) -> Runtime:
+    """Open the envelope store and wire HarnessDeps for `settings` (default: the environment).
+
+    Empty storage/envelope URLs mean local SQLite under `settings.local_dir` (created here).
+    """
+    settings = settings or TurnkeepSettings()
+    if not settings.storage_url or not settings.envelope_url:
+        settings.local_dir.mkdir(parents=True, exist_ok=True)
+    storage_url = settings.storage_url_or_local()
+    held: list[Storage] = []
+    if storage_url.startswith("sqlite:"):
+        # Held for the process: a step's close then skips the WAL checkpoint of the last handle.
+        held.append(open_storage(storage_url, "local-keeper"))
+    envelopes = open_envelope_store(settings.envelope_url_or_local())
+    deps = HarnessDeps(
+        open_storage=lambda session_id: open_storage(storage_url, session_id),
+        envelopes=envelopes,
+        provider=provider if provider is not None else provider_resolver(settings.model),
+        limits=limits_from_settings(settings),
+    )
+    return Runtime(settings, deps, envelopes, storage_url, held)

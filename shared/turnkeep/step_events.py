@@ -1,0 +1,135 @@
+"""Step Functions task payloads ↔ harness steps: parse the event, run the step, classify errors.
+
+The Lambda handlers in `functions/` are thin wrappers around `run_step`. A step raises
+`RetryableStepError` for failures the state machine's Retry may repeat with the same input
+(throttling, 5xx, storage contention); anything else propagates to the Catch, which ends the
+turn through `fail_turn`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from turnkeep.envelope.errors import EnvelopeConflictError, EnvelopeUnavailableError
+from turnkeep.harness import (
+    FailTurnInput,
+    FinishTurnInput,
+    HarnessDeps,
+    ModelStepInput,
+    ToolStepInput,
+    fail_turn,
+    finish_turn,
+    model_step,
+    tool_step,
+)
+from turnkeep.providers.base import ModelError
+from turnkeep.storage import StorageConflictError, StorageUnavailableError
+
+StepName = Literal["model_step", "tool_step", "finish_turn", "fail_turn"]
+STEP_NAMES: Final[tuple[StepName, ...]] = ("model_step", "tool_step", "finish_turn", "fail_turn")
+
+FAIL_ERROR_MAX_CHARS: Final = 1000
+
+
+class RetryableStepError(Exception):
+    """A transient failure: the state machine retries the step with the same input."""
+
+
+class StepEventError(ValueError):
+    """The task payload is not a valid input of the step (a wiring bug: never retried)."""
+
+
+class CaughtError(BaseModel):
+    """What a Step Functions Catch puts at its ResultPath."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    Error: str = "States.Unknown"
+    Cause: str | None = None
+
+
+class FailTurnEvent(BaseModel):
+    """fail_turn's payload: an error text from a step, or what a Catch caught."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str
+    op_id: str
+    error: str | None = None
+    caught: CaughtError | None = None
+
+
+def describe_caught(caught: CaughtError) -> str:
+    """One honest line from a Catch: the error name and the Lambda's own message if present."""
+    message = caught.Cause or ""
+    try:
+        cause = json.loads(message) if message else None
+    except json.JSONDecodeError:
+        cause = None
+    if isinstance(cause, dict) and isinstance(cause.get("errorMessage"), str):
+        message = cause["errorMessage"]
+        name = str(cause.get("errorType") or caught.Error)
+    else:
+        name = caught.Error
+    text = f"{name}: {message}" if message else name
+    return text[:FAIL_ERROR_MAX_CHARS]
+
+
+def _parse(model: type[BaseModel], event: Mapping[str, Any]) -> Any:
+    try:
+        return model.model_validate(dict(event))
+    except ValidationError as exc:
+        raise StepEventError(f"invalid {model.__name__} payload: {exc}") from exc
+
+
+def _run(step: StepName, deps: HarnessDeps, event: Mapping[str, Any]) -> BaseModel:
+    if step == "model_step":
+        return model_step(deps, _parse(ModelStepInput, event))
+    if step == "tool_step":
+        return tool_step(deps, _parse(ToolStepInput, event))
+    if step == "finish_turn":
+        return finish_turn(deps, _parse(FinishTurnInput, event))
+    parsed: FailTurnEvent = _parse(FailTurnEvent, event)
+    error = parsed.error or (describe_caught(parsed.caught) if parsed.caught else None)
+    return fail_turn(
+        deps,
+        FailTurnInput(
+            session_id=parsed.session_id, op_id=parsed.op_id, error=error or "the turn failed"
+        ),
+    )
+
+
+_TRANSIENT = (
+    StorageConflictError,
+    StorageUnavailableError,
+    EnvelopeConflictError,
+    EnvelopeUnavailableError,
+)
+
+
+def run_step(step: StepName, deps: HarnessDeps, event: Mapping[str, Any]) -> dict[str, Any]:
+    """Run `step` on a task payload and return its JSON output for the state machine."""
+    if not isinstance(event, Mapping):
+        raise StepEventError(f"{step} expects a JSON object payload, got {type(event).__name__}")
+    try:
+        output = _run(step, deps, event)
+    except ModelError as exc:
+        if exc.retryable:
+            raise RetryableStepError(f"{exc.code}: {exc}") from exc
+        raise
+    except _TRANSIENT as exc:
+        raise RetryableStepError(f"{type(exc).__name__}: {exc}") from exc
+    return output.model_dump(mode="json")
+
+
+def idempotency_key_expression(step: StepName) -> str:
+    """JMESPath of the payload fields that identify one delivery of `step`."""
+    if step == "model_step":
+        return "[session_id, op_id, round]"
+    if step == "tool_step":
+        return "[session_id, op_id, call_id]"
+    return "[session_id, op_id]"

@@ -1,0 +1,238 @@
+"""The turn state machine of template.yaml, executed for real by moto's Step Functions
+interpreter, invoking the real handlers of functions/turn_steps/ against DynamoDB and S3 (moto).
+
+Function names, handlers and ARN substitutions are read from template.yaml, so the test fails if
+the template's wiring and the definition drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from tests.support.aws_template import create_bucket, create_table, load_template
+from tests.support.lambda_host import (
+    ROOT,
+    LambdaHost,
+    dummy_zip,
+    hosted_lambdas,
+    load_function_module,
+)
+from turnkeep import lambda_runtime
+from turnkeep.harness import StartTurnInput, start_turn
+from turnkeep.harness.state import op_scope
+from turnkeep.storage import open_storage
+from turnkeep.system_prompt import WORKING_NOTES_HEADING
+
+TABLE = "turnkeep-sessions"
+BUCKET = "turnkeep-progress"
+USER = "user-1"
+
+
+@dataclass
+class Deployed:
+    """The stack as moto holds it: clients, the state machine and the hosted handlers."""
+
+    sfn: Any
+    s3: Any
+    state_machine_arn: str
+    host: LambdaHost
+    storage_url: str
+
+
+def _wiring(template: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """Substitution name → (function logical id, handler attribute) from the template."""
+    machine = next(
+        r for r in template["Resources"].values() if r["Type"] == "AWS::Serverless::StateMachine"
+    )
+    wiring: dict[str, tuple[str, str]] = {}
+    for name, ref in machine["Properties"]["DefinitionSubstitutions"].items():
+        logical_id = ref["Fn::GetAtt"].split(".")[0]
+        props = template["Resources"][logical_id]["Properties"]
+        assert props["CodeUri"].rstrip("/") == "functions/turn_steps"
+        module, attribute = props["Handler"].split(".")
+        assert module == "app"
+        wiring[name] = (logical_id, attribute)
+    return wiring
+
+
+@pytest.fixture
+def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
+    storage_url = f"aws://?table={TABLE}&bucket={BUCKET}&prefix=tk"
+    env = {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "TURNKEEP_TABLE": TABLE,
+        "TURNKEEP_STORAGE_URL": storage_url,
+        "TURNKEEP_ENVELOPE_URL": f"aws://?table={TABLE}",
+        "TURNKEEP_MODEL": "scripted",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_NAMESPACE": "turnkeep",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    config: Any = {
+        "stepfunctions": {"execute_state_machine": True},
+        "lambda": {"use_docker": False},
+    }
+    with mock_aws(config=config):
+        template = load_template()
+        create_table(boto3.client("dynamodb"), TABLE, template)
+        s3 = boto3.client("s3")
+        create_bucket(s3, BUCKET, template)
+        role = boto3.client("iam").create_role(
+            RoleName="turnkeep-test",
+            AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []}),
+        )["Role"]["Arn"]
+        awslambda = boto3.client("lambda")
+        app = load_function_module("turn_steps")
+        host = LambdaHost()
+        substitutions: dict[str, str] = {}
+        for name, (logical_id, attribute) in _wiring(template).items():
+            arn = awslambda.create_function(
+                FunctionName=logical_id,
+                Runtime="python3.12",
+                Role=role,
+                Handler=f"app.{attribute}",
+                Code={"ZipFile": dummy_zip()},
+            )["FunctionArn"]
+            substitutions[name] = arn
+            host.handlers[logical_id] = getattr(app, attribute)
+        definition = (ROOT / "statemachine" / "turn.asl.json").read_text(encoding="utf-8")
+        for name, arn in substitutions.items():
+            definition = definition.replace("${" + name + "}", arn)
+        assert "${" not in definition
+        sfn = boto3.client("stepfunctions")
+        machine_arn = sfn.create_state_machine(
+            name="turnkeep-turn", definition=definition, roleArn=role
+        )["stateMachineArn"]
+        lambda_runtime.reset_runtime()
+        with hosted_lambdas(host):
+            yield Deployed(sfn, s3, machine_arn, host, storage_url)
+        lambda_runtime.reset_runtime()
+
+
+def _run(deployed: Deployed, session_id: str, text: str) -> tuple[str, dict[str, Any]]:
+    """Start a turn like the API does, run the execution to its end, return (op id, output)."""
+    deps = lambda_runtime.runtime().deps
+    if deps.envelopes.get(session_id) is None:
+        deps.envelopes.create(session_id, USER)
+    op_id = f"op-{len(deployed.host.calls)}-{time.monotonic_ns()}"
+    start_turn(deps, StartTurnInput(session_id=session_id, op_id=op_id, user_id=USER, text=text))
+    execution = deployed.sfn.start_execution(
+        stateMachineArn=deployed.state_machine_arn,
+        name=op_id,
+        input=json.dumps({"session_id": session_id, "op_id": op_id, "round": 0}),
+    )["executionArn"]
+    deadline = time.monotonic() + 60
+    while True:
+        described = deployed.sfn.describe_execution(executionArn=execution)
+        if described["status"] != "RUNNING" or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert described["status"] == "SUCCEEDED", described
+    return op_id, json.loads(described["output"])
+
+
+def _scope_objects(deployed: Deployed, session_id: str, op_id: str) -> list[str]:
+    listed = deployed.s3.list_objects_v2(Bucket=BUCKET, Prefix=f"tk/sessions/{session_id}/")
+    scope_id = op_scope(op_id).id
+    return [o["Key"] for o in listed.get("Contents", []) if scope_id in o["Key"]]
+
+
+def test_a_turn_with_two_parallel_tool_calls_runs_through_the_state_machine(
+    deployed: Deployed,
+) -> None:
+    session = "sfn-tools"
+    op_id, output = _run(
+        deployed,
+        session,
+        'call calculator {"expression": "6*7"}\ncall echo {"text": "hi"}',
+    )
+
+    assert output["status"] == "completed"
+    invoked = [name for name, _event, _error in deployed.host.calls]
+    assert invoked.count("ToolStepFunction") == 2
+    assert invoked[-1] == "FinishTurnFunction"
+    with open_storage(deployed.storage_url, session) as storage:
+        entries = storage.scan_entries()
+        texts = json.dumps([e.data for e in entries])
+    assert "42" in texts
+    assert _scope_objects(deployed, session, op_id) == []  # the operation scope was retired
+    envelope = lambda_runtime.runtime().deps.envelopes.get(session)
+    assert envelope is not None
+    assert envelope.meta["turnStatus"] == "completed"
+
+
+def test_a_note_written_in_one_execution_is_folded_into_the_next_turns_prompt(
+    deployed: Deployed,
+) -> None:
+    session = "sfn-notes"
+    _run(deployed, session, "remember we deploy with SAM")
+    _op, output = _run(deployed, session, "what do you remember?")
+
+    assert output["status"] == "completed"
+    envelope = lambda_runtime.runtime().deps.envelopes.get(session)
+    assert envelope is not None
+    assert "we deploy with SAM" in str(envelope.meta["workingNotes"])
+    with open_storage(deployed.storage_url, session) as storage:
+        reply = storage.get_entries([output["final_entry_id"]])[0]
+    assert "we deploy with SAM" in json.dumps(reply.data)
+    assert WORKING_NOTES_HEADING  # the fold itself is asserted by the harness tests
+
+
+def test_a_step_that_crashes_is_caught_and_the_turn_fails_honestly_with_its_scope_retired(
+    deployed: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = "sfn-crash"
+    original = deployed.host.handlers["ToolStepFunction"]
+
+    def broken(event: dict[str, Any], context: Any) -> Any:
+        raise RuntimeError("disk on fire")
+
+    deployed.host.handlers["ToolStepFunction"] = broken
+    try:
+        op_id, output = _run(deployed, session, 'call echo {"text": "x"}')
+    finally:
+        deployed.host.handlers["ToolStepFunction"] = original
+
+    assert output["status"] == "failed"
+    assert "disk on fire" in output["error"]
+    assert deployed.host.calls[-1][0] == "FailTurnFunction"
+    assert _scope_objects(deployed, session, op_id) == []
+    envelope = lambda_runtime.runtime().deps.envelopes.get(session)
+    assert envelope is not None
+    assert envelope.meta["turnStatus"] == "failed"
+
+
+def test_a_retryable_step_failure_is_retried_with_the_same_input(deployed: Deployed) -> None:
+    session = "sfn-retry"
+    original = deployed.host.handlers["FinishTurnFunction"]
+    failures: list[dict[str, Any]] = []
+
+    def flaky(event: dict[str, Any], context: Any) -> Any:
+        from turnkeep.step_events import RetryableStepError
+
+        if not failures:
+            failures.append(event)
+            raise RetryableStepError("StorageConflictError: head moved")
+        return original(event, context)
+
+    deployed.host.handlers["FinishTurnFunction"] = flaky
+    try:
+        _op, output = _run(deployed, session, "hello there")
+    finally:
+        deployed.host.handlers["FinishTurnFunction"] = original
+
+    assert output["status"] == "completed"
+    finish_calls = [c for c in deployed.host.calls if c[0] == "FinishTurnFunction"]
+    assert [c[2] for c in finish_calls] == ["RetryableStepError", None]
+    assert finish_calls[0][1] == finish_calls[1][1]

@@ -1,0 +1,146 @@
+"""Every sample event in events/turn_steps/ drives its real handler (functions/turn_steps/app.py)
+under moto, in the order the state machine sends them, so the samples cannot go stale."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from tests.support.aws_template import create_bucket, create_table, load_template
+from tests.support.lambda_host import ROOT, FakeContext, load_function_module
+from turnkeep import lambda_runtime
+from turnkeep.harness import StartTurnInput, start_turn
+from turnkeep.step_events import RetryableStepError, StepEventError
+
+EVENTS = ROOT / "events" / "turn_steps"
+TABLE = "turnkeep-sessions"
+BUCKET = "turnkeep-progress"
+
+
+def _event(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((EVENTS / f"{name}.json").read_text(encoding="utf-8"))
+    return data
+
+
+@pytest.fixture
+def app(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    env = {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "TURNKEEP_TABLE": TABLE,
+        "TURNKEEP_STORAGE_URL": f"aws://?table={TABLE}&bucket={BUCKET}&prefix=tk",
+        "TURNKEEP_ENVELOPE_URL": f"aws://?table={TABLE}",
+        "TURNKEEP_MODEL": "scripted",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_NAMESPACE": "turnkeep",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with mock_aws():
+        template = load_template()
+        create_table(boto3.client("dynamodb"), TABLE, template)
+        create_bucket(boto3.client("s3"), BUCKET, template)
+        lambda_runtime.reset_runtime()
+        yield load_function_module("turn_steps")
+        lambda_runtime.reset_runtime()
+
+
+def _start(text: str) -> None:
+    execution = _event("execution_input")
+    deps = lambda_runtime.runtime().deps
+    deps.envelopes.create(execution["session_id"], "user-1")
+    start_turn(
+        deps,
+        StartTurnInput(
+            session_id=execution["session_id"],
+            op_id=execution["op_id"],
+            user_id="user-1",
+            text=text,
+        ),
+    )
+
+
+def _call(app: ModuleType, handler: str, event: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = getattr(app, handler)(event, FakeContext(function_name=handler))
+    return result
+
+
+def test_the_sample_events_cover_every_task_of_the_state_machine() -> None:
+    definition = (ROOT / "statemachine" / "turn.asl.json").read_text(encoding="utf-8")
+    names = {p.stem for p in EVENTS.glob("*.json")}
+    assert names == {"execution_input", "model_step", "tool_step", "finish_turn", "fail_turn"}
+    for placeholder in ("ModelStep", "ToolStep", "FinishTurn", "FailTurn"):
+        assert "${" + placeholder + "FunctionArn}" in definition
+
+
+def test_the_sample_events_drive_a_turn_from_first_round_to_finish(app: ModuleType) -> None:
+    _start('call echo {"text": "from a sample event"}')
+
+    first = _call(app, "model_step", _event("model_step"))
+    assert first["next"] == "tools"
+    assert first["call_ids"] == [_event("tool_step")["call_id"]]
+
+    tool = _call(app, "tool_step", _event("tool_step"))
+    assert tool["status"] == "done"
+    assert tool["is_error"] is False
+
+    second = _call(app, "model_step", {**_event("model_step"), "round": first["next_round"]})
+    assert second["next"] == "finish"
+
+    result = _call(app, "finish_turn", _event("finish_turn"))
+    assert result["status"] == "completed"
+    # A duplicate delivery of the terminal step returns the same outcome.
+    assert _call(app, "finish_turn", _event("finish_turn"))["status"] == "completed"
+
+
+def test_the_sample_catch_payload_fails_the_turn_with_the_lambdas_own_message(
+    app: ModuleType,
+) -> None:
+    _start("hello")
+
+    result = _call(app, "fail_turn", _event("fail_turn"))
+
+    assert result["status"] == "failed"
+    assert result["error"] == "RuntimeError: tool host unreachable"
+
+
+def test_a_payload_missing_its_ids_is_rejected_as_a_wiring_error_not_retried(
+    app: ModuleType,
+) -> None:
+    from aws_lambda_powertools.utilities.idempotency.exceptions import (
+        IdempotencyKeyError,
+    )
+
+    with pytest.raises((StepEventError, IdempotencyKeyError)):
+        _call(app, "model_step", {"session_id": "demo-session"})
+    with pytest.raises(StepEventError, match="ModelStepInput"):
+        _call(app, "model_step", {"session_id": "demo-session", "op_id": "op-x", "round": -1})
+
+
+def test_storage_contention_surfaces_as_a_retryable_step_error(
+    app: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from turnkeep import step_events
+    from turnkeep.storage import StorageConflictError
+
+    _start("hello")
+
+    def contended(*args: Any, **kwargs: Any) -> Any:
+        raise StorageConflictError("the sequence head moved 10 times")
+
+    monkeypatch.setattr(step_events, "model_step", contended)
+    with pytest.raises(RetryableStepError, match="head moved"):
+        _call(app, "model_step", _event("model_step"))
+
+
+def test_sample_events_are_plain_json_objects() -> None:
+    for path in EVENTS.glob("*.json"):
+        assert isinstance(json.loads(Path(path).read_text(encoding="utf-8")), dict), path
