@@ -32,9 +32,12 @@ def _handler(step: StepName) -> Handler:
         raise_on_no_idempotency_key=True,
     )
 
-    @idempotent(persistence_store=idempotency_store(step), config=config)
-    def run_once(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    def run(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         return run_step(step, runtime().deps, event)
+
+    # Idempotency records are keyed by the function's qualified name: give each step its own.
+    run.__name__ = run.__qualname__ = step
+    run_once = idempotent(persistence_store=idempotency_store(step), config=config)(run)
 
     @logger.inject_lambda_context(log_event=False)
     @tracer.capture_lambda_handler(capture_response=False)
