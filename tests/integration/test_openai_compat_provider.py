@@ -186,6 +186,34 @@ def test_whole_tool_calls_without_index_are_separate_calls(
     assert done.response.stop_reason == "tool_use"
 
 
+def test_interleaved_deltas_without_index_are_matched_to_their_call_by_id(
+    server: ChatServer, provider: OpenAICompatProvider
+) -> None:
+    def delta(call_id: str, **function: str) -> dict[str, object]:
+        return chunk({"tool_calls": [{"id": call_id, "function": function}]})
+
+    server.queue(
+        Reply(
+            [
+                delta("c1", name="search", arguments='{"query": '),
+                delta("c2", name="clock", arguments="{"),
+                delta("c1", arguments='"a"}'),
+                delta("c2", arguments="}"),
+                chunk({}, "tool_calls"),
+                "[DONE]",
+            ]
+        )
+    )
+
+    done = run(provider, ModelRequest("", (user("x"),), (SEARCH, CLOCK)))[-1]
+
+    assert isinstance(done, ResponseDone)
+    assert done.response.message.tool_calls == (
+        ToolCallPart("c1", "search", '{"query": "a"}'),
+        ToolCallPart("c2", "clock", "{}"),
+    )
+
+
 def test_invalid_tool_argument_json_reaches_the_harness_as_raw_text(
     server: ChatServer, provider: OpenAICompatProvider
 ) -> None:
@@ -243,9 +271,10 @@ def test_transcript_maps_to_assistant_tool_calls_and_one_tool_message_per_result
                     "function": {"name": "search", "arguments": '{"query": "a"}'},
                 },
                 {
+                    # Not a JSON object: sent as {} (the error result tells the model why).
                     "id": "c2",
                     "type": "function",
-                    "function": {"name": "search", "arguments": '{"query": '},
+                    "function": {"name": "search", "arguments": "{}"},
                 },
             ],
         },
@@ -258,6 +287,35 @@ def test_transcript_maps_to_assistant_tool_calls_and_one_tool_message_per_result
     ]
     assert body["max_tokens"] == 64
     assert body["temperature"] == 0.0
+
+
+def test_stored_tool_arguments_that_are_not_a_json_object_are_sent_so_strict_servers_accept_them(
+    server: ChatServer, provider: OpenAICompatProvider
+) -> None:
+    # The test server parses tool-call arguments like Ollama and vLLM do (400 otherwise).
+    garbage = ['{"query": "a', "[1, 2]", "null", "plain words"]
+    calls = tuple(ToolCallPart(f"c{i}", "search", text) for i, text in enumerate(garbage))
+    transcript = (
+        user("search"),
+        Message("assistant", (*calls, ToolCallPart("ok", "search", '{"query": "b"}'))),
+        Message(
+            "tool",
+            (
+                *(
+                    ToolResultPart(c.id, "search", "arguments invalid", is_error=True)
+                    for c in calls
+                ),
+                ToolResultPart("ok", "search", "found b"),
+            ),
+        ),
+    )
+    server.queue(Reply([*text_chunks("sorry"), chunk({}, "stop"), "[DONE]"]))
+
+    done = run(provider, ModelRequest("", transcript, (SEARCH,)))[-1]
+
+    assert isinstance(done, ResponseDone)
+    sent = server.requests[0].body["messages"][1]["tool_calls"]
+    assert [c["function"]["arguments"] for c in sent] == ["{}"] * 4 + ['{"query": "b"}']
 
 
 def test_connection_dropped_mid_stream_is_retryable(
@@ -315,6 +373,19 @@ def test_throttling_and_server_errors_are_retryable_with_the_server_message(
     assert message in str(caught.value)
 
 
+def test_429_for_an_exhausted_quota_is_fatal_because_retrying_cannot_help(
+    server: ChatServer, provider: OpenAICompatProvider
+) -> None:
+    message = "You exceeded your current quota, please check your plan and billing details."
+    error = {"message": message, "type": "insufficient_quota", "code": "insufficient_quota"}
+    server.queue(Reply(status=429, json_body={"error": error}))
+
+    with pytest.raises(FatalModelError, match="exceeded your current quota") as caught:
+        run(provider, ModelRequest("", (user("x"),)))
+
+    assert caught.value.code == "quota"
+
+
 def test_context_length_400_is_fatal_with_the_server_message(
     server: ChatServer, provider: OpenAICompatProvider
 ) -> None:
@@ -365,6 +436,19 @@ def test_error_object_inside_the_stream_is_retryable(
 
     with pytest.raises(RetryableModelError, match="worker crashed"):
         run(provider, ModelRequest("", (user("x"),)))
+
+
+def test_error_object_inside_the_stream_with_a_4xx_status_code_is_fatal(
+    server: ChatServer, provider: OpenAICompatProvider
+) -> None:
+    # vLLM's in-stream error: the HTTP status travels as the integer `code`.
+    error = {"message": "invalid grammar", "type": "BadRequestError", "param": None, "code": 400}
+    server.queue(Reply([*text_chunks("par"), {"error": error}]))
+
+    with pytest.raises(FatalModelError, match="invalid grammar") as caught:
+        run(provider, ModelRequest("", (user("x"),)))
+
+    assert caught.value.code == "invalid_request"
 
 
 def test_read_timeout_is_retryable(server: ChatServer) -> None:
@@ -453,6 +537,22 @@ def test_streaming_off_parses_the_json_completion(server: ChatServer) -> None:
     body = server.requests[0].body
     assert body["stream"] is False
     assert "stream_options" not in body
+
+
+def test_streaming_off_completion_with_object_arguments_settles_them_as_json_text(
+    server: ChatServer,
+) -> None:
+    call = {"id": "c1", "function": {"name": "search", "arguments": {"query": "z", "limit": 2}}}
+    message = {"role": "assistant", "content": "", "tool_calls": [call]}
+    completion = {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}
+    server.queue(Reply(json_body=completion))
+    plain = OpenAICompatProvider(server.base_url, "test-model", stream=False)
+
+    done = run(plain, ModelRequest("", (user("x"),), (SEARCH,)))[-1]
+
+    assert isinstance(done, ResponseDone)
+    (settled,) = done.response.message.tool_calls
+    assert json.loads(settled.arguments) == {"query": "z", "limit": 2}
 
 
 def test_sse_parser_joins_multi_line_data_and_skips_comments() -> None:

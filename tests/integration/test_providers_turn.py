@@ -49,6 +49,7 @@ from turnkeep.providers.base import (
     ToolCallStart,
     ToolResultPart,
     ToolSpec,
+    Usage,
 )
 from turnkeep.providers.bedrock import BedrockProvider
 from turnkeep.providers.openai_compat import TOOL_ERROR_PREFIX, OpenAICompatProvider
@@ -256,8 +257,12 @@ def neutral_request(body: dict[str, Any]) -> ModelRequest:
     return ModelRequest(system, tuple(messages), tools)
 
 
-def sse_reply(events: list[StreamEvent]) -> Reply:
-    """The scripted stream as Chat Completions chunks, arguments split into small deltas."""
+def sse_reply(events: list[StreamEvent], usage: Usage | None = None) -> Reply:
+    """The scripted stream as Chat Completions chunks, arguments split into small deltas.
+
+    `usage` replaces the scripted usage (which counts the characters of the request as received:
+    tool-call arguments that are not a JSON object arrive as `{}`, so the count differs).
+    """
     out: list[dict[str, Any] | str] = [chunk({"role": "assistant", "content": ""})]
     for event in events:
         if isinstance(event, TextDelta):
@@ -278,8 +283,8 @@ def sse_reply(events: list[StreamEvent]) -> Reply:
         elif isinstance(event, ResponseDone):
             reason = {"tool_use": "tool_calls", "end_turn": "stop"}[event.response.stop_reason]
             out.append(chunk({}, reason))
-            usage = event.response.usage
-            out.append(usage_chunk(usage.input_tokens, usage.output_tokens))
+            tokens = usage or event.response.usage
+            out.append(usage_chunk(tokens.input_tokens, tokens.output_tokens))
     out.append("[DONE]")
     return Reply(out)
 
@@ -287,11 +292,15 @@ def sse_reply(events: list[StreamEvent]) -> Reply:
 def test_turn_through_openai_compatible_sse_equals_the_scripted_transcript(
     reference: tuple[TurnResult, Transcript, RecordingProvider],
 ) -> None:
-    expected_result, expected_transcript, _ = reference
+    expected_result, expected_transcript, recorder = reference
     scripted = ScriptedProvider()
 
     def respond(body: dict[str, Any]) -> Reply:
-        return sse_reply(list(scripted.stream(neutral_request(body))))
+        # The answer is computed from the request as received; the usage is the reference
+        # round's, so the turn's totals show usage travelling through the final chunk.
+        _, reference_response = recorder.rounds[len(server.requests) - 1]
+        events = list(scripted.stream(neutral_request(body)))
+        return sse_reply(events, reference_response.usage)
 
     with ChatServer(responder=respond) as server:
         provider = OpenAICompatProvider(server.base_url, "scripted-over-http", timeout=10)

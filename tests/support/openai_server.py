@@ -4,6 +4,10 @@ Each POST to `/v1/chat/completions` is answered by the next queued `Reply` (or b
 callable that computes one from the request body); every request body and its headers are
 recorded. Streamed replies use HTTP/1.1 chunked transfer encoding, one SSE event per chunk, as
 uvicorn/vLLM/OpenAI do, so a dropped connection is a real truncated chunked body.
+
+Like Ollama and vLLM (which parse `tool_calls[].function.arguments` into an object for the chat
+template), the server rejects a request whose assistant tool-call arguments are not the JSON text
+of an object.
 """
 
 from __future__ import annotations
@@ -117,6 +121,10 @@ class ChatServer:
                 if self.path != "/v1/chat/completions":
                     self._json(404, {"error": {"message": f"no route {self.path}"}})
                     return
+                bad = _bad_tool_arguments(body)
+                if bad is not None:
+                    self._json(400, {"error": {"message": f"invalid tool call arguments: {bad}"}})
+                    return
                 reply = server._next_reply(body)
                 if reply.hang:
                     server._release.wait(timeout=30)
@@ -153,6 +161,20 @@ class ChatServer:
                 self.wfile.write(b"0\r\n\r\n")
 
         return Handler
+
+
+def _bad_tool_arguments(body: dict[str, Any]) -> str | None:
+    """The first assistant tool-call `arguments` text that is not a JSON object, if any."""
+    for message in body.get("messages") or ():
+        for call in message.get("tool_calls") or ():
+            arguments = call.get("function", {}).get("arguments")
+            try:
+                parsed = json.loads(arguments) if isinstance(arguments, str) else None
+            except ValueError:
+                parsed = None
+            if not isinstance(parsed, dict):
+                return repr(arguments)
+    return None
 
 
 # -- chunk builders -------------------------------------------------------------------------------

@@ -112,3 +112,47 @@ def test_malformed_reference_is_rejected_without_echoing_a_pasted_key(reference:
 
     if reference.startswith("sk-"):
         assert reference not in str(caught.value)
+
+
+@pytest.mark.parametrize("scheme", ["secretsmanager", "ssm"])
+def test_reference_without_an_aws_region_is_a_credential_error_not_a_raw_sdk_error(
+    monkeypatch: pytest.MonkeyPatch, scheme: str
+) -> None:
+    from aws_lambda_powertools.utilities.parameters.constants import DEFAULT_PROVIDERS
+
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/turnkeep-test-config")
+    # Powertools builds its default provider (and boto3 client) on first use: start afresh.
+    monkeypatch.delitem(DEFAULT_PROVIDERS, "secrets", raising=False)
+    monkeypatch.delitem(DEFAULT_PROVIDERS, "ssm", raising=False)
+
+    with pytest.raises(CredentialError, match=f"cannot read {scheme}:/turnkeep/key") as caught:
+        resolve_secret(f"{scheme}:/turnkeep/key")
+
+    assert caught.value.code == "credentials"
+
+
+@pytest.mark.usefixtures("aws")
+@pytest.mark.parametrize("scheme", ["secretsmanager", "ssm"])
+def test_repeated_reads_through_an_injected_client_are_cached_like_the_default_ones(
+    scheme: str,
+) -> None:
+    # A provider is built per model round; its key must not cost an AWS call every round.
+    secrets: Any = boto3.client("secretsmanager")
+    ssm: Any = boto3.client("ssm")
+    name = "/" + unique("cached")
+    if scheme == "secretsmanager":
+        secrets.create_secret(Name=name, SecretString="sk-cached")
+    else:
+        ssm.put_parameter(Name=name, Value="sk-cached", Type="SecureString")
+    reads: list[str] = []
+    for client in (secrets, ssm):
+        client.meta.events.register("before-call.*.*", lambda model, **_: reads.append(model.name))
+
+    for _ in range(3):
+        assert resolve_secret(f"{scheme}:{name}", secrets_client=secrets, ssm_client=ssm) == (
+            "sk-cached"
+        )
+
+    assert len(reads) == 1

@@ -112,3 +112,23 @@ def test_malformed_spec_is_a_clear_error_naming_the_problem(spec: str, complaint
     assert complaint in str(caught.value)
     assert isinstance(caught.value, ValueError)
     assert caught.value.code == "configuration"
+
+
+def test_key_reference_keeps_plus_signs_of_secret_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto import mock_aws
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with mock_aws():
+        secrets: Any = boto3.client("secretsmanager")
+        secrets.create_secret(Name="team+openai/key", SecretString="sk-plus")
+
+        provider = provider_from_config(
+            "openai:https://api.openai.com/v1#gpt-4o-mini?key=secretsmanager:team+openai/key",
+            secrets_client=secrets,
+            environ={},
+        )
+
+    assert isinstance(provider, OpenAICompatProvider)
+    assert provider._api_key == "sk-plus"

@@ -8,7 +8,9 @@ argument text (the harness validates it).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from turnkeep.providers.base import (
     Message,
@@ -23,6 +25,21 @@ from turnkeep.providers.base import (
     ToolCallStart,
     Usage,
 )
+
+
+def arguments_object(arguments: str) -> dict[str, Any] | None:
+    """The JSON object a stored call's argument text encodes, or None when it is not one.
+
+    Sending a transcript back, providers replace argument text that is not a JSON object (the
+    model streamed garbage; the harness already answered the call with a tool error saying so)
+    by an empty object: Converse needs an object, and Ollama/vLLM parse the text and reject the
+    whole request otherwise.
+    """
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 @dataclass(slots=True)

@@ -31,7 +31,7 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 from urllib3.exceptions import HTTPError as URLLib3HTTPError
 from urllib3.exceptions import TimeoutError as URLLib3TimeoutError
 
-from turnkeep.providers.assembly import StreamAssembler
+from turnkeep.providers.assembly import StreamAssembler, arguments_object
 from turnkeep.providers.base import (
     FatalModelError,
     Message,
@@ -395,11 +395,8 @@ def tool_input(call: ToolCallPart) -> dict[str, Any]:
     Arguments that are not a JSON object (the model streamed garbage) are sent as `{}`: the
     harness already answered the call with a tool error saying so, which the model sees.
     """
-    try:
-        value = json.loads(call.arguments)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+    value = arguments_object(call.arguments)
+    return {} if value is None else value
 
 
 def tool_configuration(tools: Sequence[ToolSpec]) -> ToolConfigurationTypeDef:

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from turnkeep.providers.base import FatalModelError
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.parameters.base import BaseProvider
     from mypy_boto3_secretsmanager import SecretsManagerClient
     from mypy_boto3_ssm import SSMClient
 
@@ -120,22 +122,47 @@ def _fetch(
 ) -> str | bytes | dict[str, object] | None:
     from aws_lambda_powertools.utilities import parameters
     from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+    from botocore.exceptions import BotoCoreError
 
     try:
         if scheme == "secretsmanager":
             if secrets_client is not None:
-                provider = parameters.SecretsProvider(boto3_client=secrets_client)
+                provider = _injected_provider(parameters.SecretsProvider, secrets_client)
                 return provider.get(name, max_age=max_age)
             return parameters.get_secret(name, max_age=max_age)
         if ssm_client is not None:
-            return parameters.SSMProvider(boto3_client=ssm_client).get(
-                name, max_age=max_age, decrypt=True
-            )
+            ssm = _injected_provider(parameters.SSMProvider, ssm_client)
+            return ssm.get(name, max_age=max_age, decrypt=True)
         return parameters.get_parameter(name, decrypt=True, max_age=max_age)
-    except GetParameterError as exc:
-        # Powertools wraps the SDK error (not found, access denied, no region); its text names
-        # the parameter and the cause but never a value.
+    except (GetParameterError, BotoCoreError) as exc:
+        # Powertools wraps the errors of the read (not found, access denied, no credentials);
+        # building its default boto3 client (no region configured) raises the SDK's own error.
+        # Neither text carries a value.
         raise CredentialError(f"cannot read {scheme}:{name}: {exc}") from exc
+
+
+# Powertools caches values per provider object: one provider per injected client (a few at most,
+# the oldest dropped), so a key resolved at every model round is read once per max_age, as with
+# the default providers.
+_injected_providers: dict[tuple[type[Any], int], tuple[object, Any]] = {}
+_injected_providers_lock = threading.Lock()
+_MAX_INJECTED_PROVIDERS = 8
+
+
+_Provider = TypeVar("_Provider", bound="BaseProvider")
+
+
+def _injected_provider(kind: type[_Provider], client: object) -> _Provider:
+    key = (kind, id(client))
+    with _injected_providers_lock:
+        found = _injected_providers.get(key)
+        if found is not None and found[0] is client:
+            return found[1]  # type: ignore[no-any-return]
+        provider = kind(boto3_client=client)  # type: ignore[call-arg]
+        _injected_providers[key] = (client, provider)
+        while len(_injected_providers) > _MAX_INJECTED_PROVIDERS:
+            del _injected_providers[next(iter(_injected_providers))]
+        return provider
 
 
 def _text(raw: str | bytes | dict[str, object] | None, reference: str) -> str:

@@ -148,7 +148,8 @@ def _split_options(spec: str, text: str, allowed: frozenset[str]) -> tuple[str, 
         return head.strip(), {}
     options: dict[str, str] = {}
     try:
-        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True)
+        # A literal "+" stays a plus (secret and parameter names may contain one), not a space.
+        pairs = parse_qsl(query.replace("+", "%2B"), keep_blank_values=True, strict_parsing=True)
     except ValueError as exc:
         raise ProviderConfigError(f"provider spec {spec!r}: malformed options {query!r}") from exc
     for name, value in pairs:

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from turnkeep.providers.assembly import StreamAssembler
+from turnkeep.providers.assembly import StreamAssembler, arguments_object
 from turnkeep.providers.base import (
     FatalModelError,
     Message,
@@ -235,7 +235,7 @@ class OpenAICompatProvider(ModelProvider):
             function = call.get("function") or {}
             call_id = call.get("id") or _new_call_id()
             yield assembler.start_tool_call(index, call_id, str(function.get("name") or ""))
-            piece = assembler.tool_arguments(index, str(function.get("arguments") or ""))
+            piece = assembler.tool_arguments(index, _arguments_text(function.get("arguments")))
             if piece is not None:
                 yield piece
         usage = _usage(payload["usage"]) if isinstance(payload.get("usage"), dict) else Usage()
@@ -258,6 +258,9 @@ class OpenAICompatProvider(ModelProvider):
 
     def _http_error(self, status: int, error: _ServerError) -> ModelError:
         text = f"{self._label}: HTTP {status}: {error.message}"
+        if error.code == "insufficient_quota":
+            # OpenAI's 429 for an account out of credit: no retry can succeed.
+            return FatalModelError(text, code="quota")
         if status == 429:
             return RetryableModelError(text, code="throttled")
         if status in (408, 504):
@@ -328,8 +331,8 @@ class _StreamState:
         call_id = raw.get("id")
         if isinstance(raw.get("index"), int):
             key: object = raw["index"]
-        elif call_id and ("id", call_id) not in self.calls:
-            # Servers that omit `index` send each call whole; an unseen id is a new call.
+        elif call_id:
+            # Servers that omit `index` (Ollama sends each call whole) identify calls by id.
             key = ("id", call_id)
         else:
             key = self.last_key if self.last_key is not None else position
@@ -339,11 +342,8 @@ class _StreamState:
             state.id = str(call_id)
         if function.get("name") and state.name is None:
             state.name = str(function["name"])
-        arguments = function.get("arguments")
-        if isinstance(arguments, dict):
-            # Ollama may send the arguments as an object rather than JSON text.
-            arguments = json.dumps(arguments, ensure_ascii=False)
-        if isinstance(arguments, str) and arguments:
+        arguments = _arguments_text(function.get("arguments"))
+        if arguments:
             state.buffered.append(arguments)
         if not state.started and state.name is not None:
             yield from self._start(key, state)
@@ -377,8 +377,10 @@ class _StreamState:
 def chat_messages(system: str, messages: Sequence[Message]) -> list[dict[str, Any]]:
     """Map the system prompt and transcript to Chat Completions messages.
 
-    Assistant tool calls carry their raw argument text; every tool result becomes its own
-    `tool` message (`tool_call_id`), error results prefixed with TOOL_ERROR_PREFIX.
+    Assistant tool calls carry their raw argument text, or `{}` when that text is not a JSON
+    object (Ollama and vLLM parse it and would reject the request; the harness already answered
+    the call with a tool error saying so); every tool result becomes its own `tool` message
+    (`tool_call_id`), error results prefixed with TOOL_ERROR_PREFIX.
     """
     out: list[dict[str, Any]] = []
     if system:
@@ -394,7 +396,7 @@ def chat_messages(system: str, messages: Sequence[Message]) -> list[dict[str, An
                     {
                         "id": call.id,
                         "type": "function",
-                        "function": {"name": call.name, "arguments": call.arguments},
+                        "function": {"name": call.name, "arguments": _sent_arguments(call)},
                     }
                     for call in calls
                 ]
@@ -410,6 +412,10 @@ def chat_messages(system: str, messages: Sequence[Message]) -> list[dict[str, An
         if message.role == "user" or text:
             out.append({"role": "user", "content": text})
     return out
+
+
+def _sent_arguments(call: ToolCallPart) -> str:
+    return call.arguments if arguments_object(call.arguments) is not None else "{}"
 
 
 def chat_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
@@ -466,7 +472,10 @@ class _ServerError:
             if isinstance(inner, dict):
                 message = inner.get("message") or inner.get("detail") or json.dumps(inner)
                 code = inner.get("code") or inner.get("type") or ""
-                status = inner.get("status") if isinstance(inner.get("status"), int) else None
+                # vLLM sends the HTTP status as an integer `code`.
+                status = next(
+                    (inner[k] for k in ("status", "code") if type(inner.get(k)) is int), None
+                )
                 return cls(_bounded(str(message)), str(code), status)
             return cls(_bounded(str(inner)))
         return cls(_bounded(str(raw)))
@@ -495,6 +504,16 @@ def _usage(raw: dict[str, Any]) -> Usage:
         output_tokens=int(raw.get("completion_tokens") or 0),
         cache_read_tokens=cached,
     )
+
+
+def _arguments_text(value: object) -> str:
+    """Raw argument text of a call (delta); Ollama may send the arguments as an object.
+
+    Any other JSON value is kept as its JSON text, so the harness reports it as not an object.
+    """
+    if value is None or isinstance(value, str):
+        return value or ""
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _new_call_id() -> str:
