@@ -479,3 +479,34 @@ def test_writes_still_work_on_an_envelope_holding_poison(
     store.update_worker_meta("s1", {"workingNotes": "fresh"})
     after = store.put_host_meta("s1", "alice", {"title": "clean"})
     assert after.meta == {"title": "clean", "workingNotes": "fresh"}
+
+
+def test_writes_still_work_when_the_stored_updated_at_is_poison(
+    backend: EnvelopeBackend, store: EnvelopeStore
+) -> None:
+    store.create("s1", "alice", HOST)
+    backend.poke_updated_at(store, "s1", "not a timestamp")
+    assert store.get("s1").updated_at == 0  # type: ignore[union-attr]
+    backend.clock.now += 1
+    notes = store.update_worker_meta("s1", {"workingNotes": "still writable"})
+    assert notes.updated_at == backend.clock.now
+    after = store.put_host_meta("s1", "alice", {"title": "renamed"})
+    assert after.meta == {"title": "renamed", "workingNotes": "still writable"}
+    assert after.updated_at > notes.updated_at
+
+
+@pytest.mark.parametrize("poison", ["sleeping", 7, ["running"], {"status": "running"}])
+def test_expect_sees_a_poison_stored_value_as_unset_like_every_read(
+    backend: EnvelopeBackend, store: EnvelopeStore, poison: object
+) -> None:
+    # A poisoned turnStatus reads back as unset; a compare-and-set must agree with that read,
+    # or a session whose envelope shows no turn could never start one again.
+    store.create("s1", "alice", HOST)
+    backend.poke_raw(store, "s1", "turnStatus", poison)
+    with pytest.raises(EnvelopeConflictError):
+        store.update_worker_meta("s1", {"turnStatus": "running"}, expect={"turnStatus": ["idle"]})
+    started = store.update_worker_meta(
+        "s1", {"turnStatus": "running", "turnRunId": "op-1"}, expect={"turnStatus": [None, "idle"]}
+    )
+    assert started.meta == {**HOST, "turnStatus": "running", "turnRunId": "op-1"}
+    assert store.get("s1") == started

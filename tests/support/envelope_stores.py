@@ -114,6 +114,25 @@ class EnvelopeBackend:
         assert isinstance(store, MemoryEnvelopeStore | SqliteEnvelopeStore | DynamoEnvelopeStore)
         store.poke_raw(session_id, key, value)
 
+    def poke_updated_at(self, store: EnvelopeStore, session_id: str, value: str) -> None:
+        """Store a text (poison) `updatedAt`, bypassing the store."""
+        if isinstance(store, MemoryEnvelopeStore):
+            with store.state.lock:
+                store.state.rows[session_id].updated_at = value
+        elif isinstance(store, SqliteEnvelopeStore):
+            with store._write() as conn:
+                conn.execute(
+                    "UPDATE envelopes SET updated_at = ? WHERE session_id = ?", (value, session_id)
+                )
+        else:
+            assert isinstance(store, DynamoEnvelopeStore)
+            store.client.update_item(
+                TableName=store.table,
+                Key={"pk": {"S": f"SESSION#{session_id}"}, "sk": {"S": "ENVELOPE"}},
+                UpdateExpression="SET updatedAt = :v",
+                ExpressionAttributeValues={":v": {"S": value}},
+            )
+
 
 @contextmanager
 def envelope_backend(

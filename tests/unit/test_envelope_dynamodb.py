@@ -204,3 +204,30 @@ def test_aws_url_builds_a_client_for_the_named_table(backend: EnvelopeBackend) -
         assert backend.store().get("s1") is not None
     finally:
         store.close()
+
+
+def test_poison_pin_on_the_retry_is_still_a_compare_and_set(backend: EnvelopeBackend) -> None:
+    store = _store(backend)
+    rival = _store(backend)
+    store.create("s1", "alice")
+    backend.poke_raw(store, "s1", "turnStatus", "sleeping")
+    assert backend.client is not None
+    updates: list[str] = []
+
+    def rival_swaps_the_poison(operation: str, params: dict[str, Any]) -> None:
+        # Between our first attempt (which sees the poison) and the pinned retry, another
+        # writer replaces it with a real running turn: the retry must not clobber that turn.
+        if operation == "update_item" and params.get("TableName") == store.table:
+            updates.append(params["ConditionExpression"])
+            if len(updates) == 2:
+                backend.client.before = None  # type: ignore[union-attr]
+                rival.update_worker_meta("s1", {"turnStatus": "running", "turnRunId": "op-r"})
+
+    backend.client.before = rival_swaps_the_poison
+    with pytest.raises(EnvelopeConflictError):
+        store.update_worker_meta(
+            "s1", {"turnStatus": "running", "turnRunId": "op-1"}, expect={"turnStatus": [None]}
+        )
+    got = store.get("s1")
+    assert got is not None
+    assert got.meta == {"turnStatus": "running", "turnRunId": "op-r"}

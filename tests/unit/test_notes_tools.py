@@ -143,6 +143,16 @@ def test_update_over_the_cap_is_rejected_naming_the_cap_and_keeps_the_old_notes(
     assert _notes(store) == "keep me"  # never truncated, never replaced
 
 
+def test_over_cap_error_uses_the_seed_wording(tools: Tools) -> None:
+    result = tools.update("a" * 32769)
+    assert result.is_error
+    assert result.content.startswith(
+        "working_notes_update rejected: notes exceed the 32 KiB cap (32769 bytes of UTF-8 "
+        "after trimming; the cap is 32768 bytes)."
+    )
+    assert "never truncated" in result.content or "nothing was truncated" in result.content
+
+
 def test_multibyte_notes_at_the_cap_in_bytes_are_accepted(tools: Tools) -> None:
     assert not tools.update("é" * 16384).is_error
 

@@ -6,7 +6,8 @@ Backends implement the `_`-prefixed primitives with these guarantees:
 
 - every write sets `updated_at = max(stored.updated_at + 1, now_ms)` atomically with its change;
 - a host PUT replaces exactly the host keys; a worker write touches exactly the named keys;
-- `expect` is checked atomically with the write, against raw stored values (absent = None).
+- `expect` is checked atomically with the write, against stored values as a read sees them
+  (absent or poison = None, `keys.read_back`).
 """
 
 from __future__ import annotations
@@ -32,9 +33,30 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def next_updated_at(stored: int, now: int) -> int:
-    """The strictly-newer `updatedAt` of a write over `stored` (clock skew never goes back)."""
-    return max(stored + 1, now)
+def stored_stamp(value: object) -> int:
+    """A stored epoch-ms timestamp as read back: anything but a non-negative int reads as 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return 0
+    return value
+
+
+def next_updated_at(stored: object, now: int) -> int:
+    """The strictly-newer `updatedAt` of a write over the raw `stored` one (clock skew never
+    goes back; a poison stored value counts as 0)."""
+    return max(stored_stamp(stored) + 1, now)
+
+
+def split_patch(
+    patch: Mapping[str, MetaScalar | None],
+) -> tuple[dict[str, MetaScalar], list[str]]:
+    """A validated worker patch as (keys to set with their values, sorted keys to remove)."""
+    sets = {k: v for k, v in patch.items() if v is not None}
+    return sets, sorted(k for k, v in patch.items() if v is None)
+
+
+def cleared_host_keys(meta: Mapping[str, MetaScalar]) -> list[str]:
+    """The host keys a full-set host PUT of `meta` removes (absent = clear), sorted."""
+    return sorted(keys.HOST_META_KEYS - meta.keys())
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,12 +68,6 @@ class RawEnvelope:
     created_at: object
     updated_at: object
     meta: Mapping[str, object] = field(default_factory=dict)
-
-
-def _stamp(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        return 0
-    return value
 
 
 class EnvelopeStore(ABC):
@@ -118,9 +134,10 @@ class EnvelopeStore(ABC):
     ) -> Envelope:
         """Set (value) or unset (None) exactly the named worker keys, field-level.
 
-        `expect`: apply only if each named key's stored value (None when unset) is among the
-        allowed values, else `EnvelopeConflictError`. `owner_id`, when given, must own the
-        session (else `EnvelopeNotFoundError`, as for a missing session).
+        `expect`: apply only if each named key's stored value as a read sees it (None when
+        unset or poison) is among the allowed values, else `EnvelopeConflictError`.
+        `owner_id`, when given, must own the session (else `EnvelopeNotFoundError`, as for a
+        missing session).
         """
         sid = keys.validate_session_id(session_id)
         oid = None if owner_id is None else keys.validate_owner_id(owner_id)
@@ -207,6 +224,6 @@ def decode(raw: RawEnvelope) -> Envelope | None:
         session_id=raw.session_id,
         owner_id=raw.owner_id,
         meta=keys.sanitize_meta(meta, session_id=raw.session_id),
-        created_at=_stamp(raw.created_at),
-        updated_at=_stamp(raw.updated_at),
+        created_at=stored_stamp(raw.created_at),
+        updated_at=stored_stamp(raw.updated_at),
     )

@@ -6,11 +6,12 @@ and one attribute `m_{key}` per meta key, so every write is a field-level `Updat
 
 - a worker write SETs/REMOVEs only the attributes it names, plus `updatedAt`;
 - a host PUT SETs the given host attributes and REMOVEs the other host attributes;
-- both are conditional on `attribute_exists(pk) AND updatedAt < :new` (strictly newer), plus
-  the owner and any `expect` conditions. The first attempt uses the wall clock; when a stored
-  `updatedAt` is not older (a racing write in the same millisecond, or clock skew) the failed
-  condition returns the old item (`ReturnValuesOnConditionCheckFailure=ALL_OLD`) and the write
-  is retried once with `stored + 1`; a second loss is `EnvelopeConflictError`.
+- both are conditional on `attribute_exists(pk) AND updatedAt < :new` (strictly newer; a
+  missing or non-number `updatedAt` counts as 0), plus the owner and any `expect`
+  conditions. The first attempt uses the wall clock; when a stored `updatedAt` is not older
+  (a racing write in the same millisecond, or clock skew) the failed condition returns the
+  old item (`ReturnValuesOnConditionCheckFailure=ALL_OLD`) and the write is retried once with
+  `stored + 1`; a second loss is `EnvelopeConflictError`.
 
 Items of the same partition with `sk` starting `S#` belong to session storage; this module
 reads and writes only `sk = "ENVELOPE"`.
@@ -25,7 +26,14 @@ from typing import TYPE_CHECKING, Any, cast
 from botocore.exceptions import BotoCoreError, ClientError
 
 from turnkeep.envelope import keys
-from turnkeep.envelope.base import Clock, EnvelopeStore, RawEnvelope, next_updated_at
+from turnkeep.envelope.base import (
+    Clock,
+    EnvelopeStore,
+    RawEnvelope,
+    cleared_host_keys,
+    next_updated_at,
+    split_patch,
+)
 from turnkeep.envelope.errors import (
     EnvelopeConflictError,
     EnvelopeError,
@@ -104,9 +112,23 @@ def _raw(item: Mapping[str, Any]) -> RawEnvelope:
     )
 
 
-def _stored_updated_at(raw: RawEnvelope) -> int:
-    value = raw.updated_at
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+def _poison_pins(
+    item: Mapping[str, Any], expect: Mapping[str, tuple[MetaScalar | None, ...]]
+) -> dict[str, Mapping[str, Any]]:
+    """The stored attributes of `expect` keys that read back as something else (poison).
+
+    A condition can only test raw values, so a retry pins such a key to the exact attribute
+    seen: still a compare-and-set, on the value whose read-back satisfied `expect`.
+    """
+    pins: dict[str, Mapping[str, Any]] = {}
+    for key in expect:
+        attr = item.get(META_PREFIX + key)
+        if attr is None:
+            continue
+        value = from_attr(attr)
+        if not keys.same_scalar(keys.read_back(key, value), value):
+            pins[key] = attr
+    return pins
 
 
 class _Expression:
@@ -164,14 +186,17 @@ class DynamoEnvelopeStore(EnvelopeStore):
     # -- reads -----------------------------------------------------------------------------------
 
     def _load(self, session_id: str) -> RawEnvelope | None:
+        item = self._get_item(session_id)
+        return None if item is None else _raw(item)
+
+    def _get_item(self, session_id: str) -> Mapping[str, Any] | None:
         try:
             resp = self.client.get_item(
                 TableName=self.table, Key=_key(session_id), ConsistentRead=True
             )
         except (ClientError, BotoCoreError) as exc:
             raise _unavailable("GetItem", exc) from exc
-        item = resp.get("Item")
-        return None if item is None else _raw(item)
+        return resp.get("Item")
 
     def _owner_session_keys(self, owner_id: str) -> Iterator[dict[str, Any]]:
         paginator = self.client.get_paginator("query")
@@ -240,8 +265,7 @@ class DynamoEnvelopeStore(EnvelopeStore):
         return _raw(item)
 
     def _put_host(self, session_id: str, owner_id: str, meta: dict[str, MetaScalar]) -> RawEnvelope:
-        removes = sorted(keys.HOST_META_KEYS - meta.keys())
-        return self._conditional_update(session_id, owner_id, meta, removes, {})
+        return self._conditional_update(session_id, owner_id, meta, cleared_host_keys(meta), {})
 
     def _update_worker(
         self,
@@ -250,8 +274,7 @@ class DynamoEnvelopeStore(EnvelopeStore):
         expect: dict[str, tuple[MetaScalar | None, ...]],
         owner_id: str | None,
     ) -> RawEnvelope:
-        sets = {k: v for k, v in patch.items() if v is not None}
-        removes = sorted(k for k, v in patch.items() if v is None)
+        sets, removes = split_patch(patch)
         return self._conditional_update(session_id, owner_id, sets, removes, expect)
 
     def _conditional_update(
@@ -263,6 +286,7 @@ class DynamoEnvelopeStore(EnvelopeStore):
         expect: dict[str, tuple[MetaScalar | None, ...]],
     ) -> RawEnvelope:
         new_updated = self._now()
+        pins: dict[str, Mapping[str, Any]] = {}
         for attempt in range(2):
             request = self._update_request(
                 session_id,
@@ -270,6 +294,7 @@ class DynamoEnvelopeStore(EnvelopeStore):
                 sets=sets,
                 removes=removes,
                 expect=expect,
+                pins=pins,
                 new_updated=new_updated,
             )
             try:
@@ -278,27 +303,30 @@ class DynamoEnvelopeStore(EnvelopeStore):
             except ClientError as exc:
                 if not _is_condition_failure(exc):
                     raise _unavailable("UpdateItem", exc) from exc
-                old = self._old_item(session_id, exc)
+                item = self._old_item(session_id, exc)
             except BotoCoreError as exc:
                 raise _unavailable("UpdateItem", exc) from exc
-            # Which condition failed decides the outcome; only a lost updatedAt race retries.
+            # Which condition failed decides the outcome; only a lost updatedAt race (or a
+            # poison value the condition could not see as unset) retries.
+            old = None if item is None else _raw(item)
             if old is None or (owner_id is not None and old.owner_id != owner_id):
                 raise EnvelopeNotFoundError(f"no envelope for session {session_id!r}")
             if not keys.expect_holds(old.meta, expect):
                 raise EnvelopeConflictError(keys.describe_conflict(session_id, old.meta, expect))
             if attempt == 0:
-                new_updated = next_updated_at(_stored_updated_at(old), self._now())
+                new_updated = next_updated_at(old.updated_at, self._now())
+                pins = _poison_pins(item or {}, expect)
         raise EnvelopeConflictError(
             f"session {session_id!r}: a concurrent envelope write won twice; not applied"
         )
 
-    def _old_item(self, session_id: str, exc: ClientError) -> RawEnvelope | None:
+    def _old_item(self, session_id: str, exc: ClientError) -> Mapping[str, Any] | None:
         """The item that failed the condition (returned with the error, else read again)."""
         item = cast("Mapping[str, Any] | None", dict(exc.response).get("Item"))
         if item is not None:
-            return _raw(item)
+            return item
         # Absent item (nothing to return) or an SDK that drops it: a consistent read decides.
-        return self._load(session_id)
+        return self._get_item(session_id)
 
     def _update_request(
         self,
@@ -308,6 +336,7 @@ class DynamoEnvelopeStore(EnvelopeStore):
         sets: Mapping[str, MetaScalar],
         removes: Sequence[str],
         expect: dict[str, tuple[MetaScalar | None, ...]],
+        pins: Mapping[str, Mapping[str, Any]],
         new_updated: int,
     ) -> dict[str, Any]:
         ex = _Expression()
@@ -320,11 +349,19 @@ class DynamoEnvelopeStore(EnvelopeStore):
         update = "SET " + ", ".join(set_parts)
         if removes:
             update += " REMOVE " + ", ".join(ex.name(META_PREFIX + k) for k in removes)
-        conditions = [f"attribute_exists({ex.name('pk')})", f"{updated} < {new_value}"]
+        # A missing or non-number (poison) updatedAt reads as 0, so it must not block writes.
+        number = ex.value({"S": "N"})
+        conditions = [
+            f"attribute_exists({ex.name('pk')})",
+            f"(NOT attribute_type({updated}, {number}) OR {updated} < {new_value})",
+        ]
         if owner_id is not None:
             conditions.append(f"{ex.name('ownerId')} = {ex.value({'S': owner_id})}")
         for key, allowed in expect.items():
             attribute = ex.name(META_PREFIX + key)
+            if key in pins:  # exactly the poison value seen, which reads as an allowed one
+                conditions.append(f"{attribute} = {ex.value(dict(pins[key]))}")
+                continue
             options = [f"{attribute} = {ex.value(to_attr(v))}" for v in allowed if v is not None]
             if any(v is None for v in allowed):
                 options.append(f"attribute_not_exists({attribute})")

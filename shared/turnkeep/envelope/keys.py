@@ -395,12 +395,24 @@ def same_scalar(a: object, b: object) -> bool:
     return type(a) is type(b) and a == b
 
 
+def read_back(key: str, value: object) -> MetaScalar | None:
+    """A stored value as every read sees it: absent, unknown or poison -> None (unset)."""
+    spec = KEY_SPECS.get(key)
+    if spec is None or value is None:
+        return None
+    try:
+        return spec.check(value)
+    except _Invalid:
+        return None
+
+
 def expect_holds(
     current: Mapping[str, object], expect: Mapping[str, tuple[MetaScalar | None, ...]]
 ) -> bool:
-    """Whether each expected key's raw stored value (None when absent) is among its allowed."""
+    """Whether each expected key's stored value, as a read sees it (absent or poison = None),
+    is among its allowed values."""
     return all(
-        any(same_scalar(current.get(key), allowed) for allowed in values)
+        any(same_scalar(read_back(key, current.get(key)), allowed) for allowed in values)
         for key, values in expect.items()
     )
 
@@ -435,8 +447,8 @@ def describe_conflict(
         return text if len(text) <= 60 else text[:57] + "..."
 
     found = ", ".join(
-        f"{k}={clip(current.get(k))} not in [{', '.join(clip(v) for v in allowed)}]"
+        f"{k}={clip(read_back(k, current.get(k)))} not in [{', '.join(clip(v) for v in allowed)}]"
         for k, allowed in expect.items()
-        if not any(same_scalar(current.get(k), v) for v in allowed)
+        if not any(same_scalar(read_back(k, current.get(k)), v) for v in allowed)
     )
     return f"session {session_id!r}: expected meta does not hold ({found or 'changed'})"

@@ -11,7 +11,14 @@ import threading
 from dataclasses import dataclass, field
 
 from turnkeep.envelope import keys
-from turnkeep.envelope.base import Clock, EnvelopeStore, RawEnvelope, next_updated_at
+from turnkeep.envelope.base import (
+    Clock,
+    EnvelopeStore,
+    RawEnvelope,
+    cleared_host_keys,
+    next_updated_at,
+    split_patch,
+)
 from turnkeep.envelope.errors import (
     EnvelopeConflictError,
     EnvelopeExistsError,
@@ -44,10 +51,6 @@ def memory_envelope_state(name: str = "") -> MemoryEnvelopeState:
     """The process-wide state called `name` (`memory://name`)."""
     with _REGISTRY_LOCK:
         return _REGISTRY.setdefault(name, MemoryEnvelopeState())
-
-
-def _stored_stamp(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 class MemoryEnvelopeStore(EnvelopeStore):
@@ -88,10 +91,10 @@ class MemoryEnvelopeStore(EnvelopeStore):
     def _put_host(self, session_id: str, owner_id: str, meta: dict[str, MetaScalar]) -> RawEnvelope:
         with self.state.lock:
             row = self._owned_row(session_id, owner_id)
-            for key in keys.HOST_META_KEYS:
+            for key in cleared_host_keys(meta):
                 row.meta.pop(key, None)
             row.meta.update(meta)
-            row.updated_at = next_updated_at(_stored_stamp(row.updated_at), self._now())
+            row.updated_at = next_updated_at(row.updated_at, self._now())
             return self._raw(session_id, row)
 
     def _update_worker(
@@ -105,12 +108,11 @@ class MemoryEnvelopeStore(EnvelopeStore):
             row = self._owned_row(session_id, owner_id)
             if not keys.expect_holds(row.meta, expect):
                 raise EnvelopeConflictError(keys.describe_conflict(session_id, row.meta, expect))
-            for key, value in patch.items():
-                if value is None:
-                    row.meta.pop(key, None)
-                else:
-                    row.meta[key] = value
-            row.updated_at = next_updated_at(_stored_stamp(row.updated_at), self._now())
+            sets, removes = split_patch(patch)
+            for key in removes:
+                row.meta.pop(key, None)
+            row.meta.update(sets)
+            row.updated_at = next_updated_at(row.updated_at, self._now())
             return self._raw(session_id, row)
 
     def _delete(self, session_id: str) -> None:

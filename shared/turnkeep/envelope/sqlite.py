@@ -17,7 +17,14 @@ from contextlib import contextmanager
 from typing import Any
 
 from turnkeep.envelope import keys
-from turnkeep.envelope.base import Clock, EnvelopeStore, RawEnvelope, next_updated_at
+from turnkeep.envelope.base import (
+    Clock,
+    EnvelopeStore,
+    RawEnvelope,
+    cleared_host_keys,
+    next_updated_at,
+    split_patch,
+)
 from turnkeep.envelope.errors import (
     EnvelopeConflictError,
     EnvelopeExistsError,
@@ -158,8 +165,7 @@ class SqliteEnvelopeStore(EnvelopeStore):
                     raise EnvelopeConflictError(
                         keys.describe_conflict(session_id, current.meta, expect)
                     )
-                stored = row[3] if isinstance(row[3], int) else 0
-                new_updated = next_updated_at(stored, self._now())
+                new_updated = next_updated_at(row[3], self._now())
                 expr, params = _meta_update_sql(sets, removes)
                 # The updated_at guard is implied by the write lock; kept so the statement
                 # states the strictly-newer rule on its own.
@@ -176,8 +182,9 @@ class SqliteEnvelopeStore(EnvelopeStore):
         return _raw(after)
 
     def _put_host(self, session_id: str, owner_id: str, meta: dict[str, MetaScalar]) -> RawEnvelope:
-        removes = sorted(keys.HOST_META_KEYS - meta.keys())
-        return self._apply(session_id, owner_id, dict(sorted(meta.items())), removes, {})
+        return self._apply(
+            session_id, owner_id, dict(sorted(meta.items())), cleared_host_keys(meta), {}
+        )
 
     def _update_worker(
         self,
@@ -186,8 +193,7 @@ class SqliteEnvelopeStore(EnvelopeStore):
         expect: dict[str, tuple[MetaScalar | None, ...]],
         owner_id: str | None,
     ) -> RawEnvelope:
-        sets = {k: v for k, v in patch.items() if v is not None}
-        removes = [k for k, v in patch.items() if v is None]
+        sets, removes = split_patch(patch)
         return self._apply(session_id, owner_id, sets, removes, expect)
 
     def _delete(self, session_id: str) -> None:

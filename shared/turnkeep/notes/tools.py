@@ -141,9 +141,9 @@ def working_notes_tools(store: EnvelopeStore, user_id: str, session_id: str) -> 
             )
         if size > caps.WORKING_NOTES_MAX_BYTES:
             return ToolResult(
-                f"{UPDATE_TOOL} rejected: notes are {size} bytes of UTF-8 after trimming; the "
-                f"cap is {caps.WORKING_NOTES_MAX_BYTES} bytes (32 KiB). The existing notes are "
-                "unchanged and nothing was truncated — shorten the block and call again.",
+                f"{UPDATE_TOOL} rejected: notes exceed the 32 KiB cap ({size} bytes of UTF-8 "
+                f"after trimming; the cap is {caps.WORKING_NOTES_MAX_BYTES} bytes). The existing "
+                "notes are unchanged and nothing was truncated — shorten the block and call again.",
                 is_error=True,
             )
         secret = find_secret(text)
