@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conformance.backends import BackendHarness
+from tests.conformance.storage_helpers import now_and_after_reopen
 from turnkeep.storage import (
     GuardFailedError,
     StorageValidationError,
@@ -81,3 +82,31 @@ def test_a_guard_in_an_ephemeral_scope_is_rejected_as_bad_input(backend: Backend
     storage = backend.open()
     with pytest.raises(StorageValidationError, match="session-scoped"):
         storage.commit([append_list(FRAMES, "x")], guard=value("turn.op", "k", OP))
+
+
+def test_a_guard_written_by_the_same_transaction_does_not_satisfy_itself(
+    backend: BackendHarness,
+) -> None:
+    storage = backend.open()
+    with pytest.raises(GuardFailedError):
+        storage.commit([set_value(RUNNING, "running"), set_value(value("call"), 1)], guard=RUNNING)
+    assert storage.get_value(RUNNING) is None
+    assert storage.get_value(value("call")) is None
+    assert storage.commit([set_value(value("probe"), 1)]).seqs == (1,)
+
+
+def test_a_recreated_guard_admits_the_next_lifetime_and_the_late_write_stays_out(
+    backend: BackendHarness,
+) -> None:
+    storage = backend.open()
+    storage.commit([set_value(RUNNING, "running")])
+    storage.commit([append_list(FRAMES, "first")], guard=RUNNING)
+    storage.commit([delete_value(RUNNING), retire_scope(OP)])
+    with pytest.raises(GuardFailedError):
+        storage.commit([append_list(FRAMES, "late")], guard=RUNNING)
+    storage.commit([set_value(RUNNING, "running again")])
+    second = storage.commit([append_list(FRAMES, "second")], guard=RUNNING)
+    for handle in now_and_after_reopen(backend, storage):
+        assert [(e.value, e.seq) for e in handle.read_list(FRAMES)] == [
+            ("second", second.first_seq)
+        ]

@@ -467,3 +467,56 @@ def test_a_guarded_write_racing_the_terminal_commit_stays_hidden_behind_the_reti
         assert st.read_list(frames) == []
         boundary = next(i for i in env.items(sid) if i["sk"]["S"] == f"S#R#{OP.id}")
         assert late.seqs[0] < int(boundary["seq"]["N"])
+
+
+def test_a_late_write_hidden_by_a_foreign_retirement_stays_hidden_after_reuse_in_its_process(
+    env: Env, sid: str
+) -> None:
+    """The writer process had the scope loaded; another process retired it meanwhile.
+
+    Its late write (sequences allocated before the retirement) must not surface in the writer
+    process either, not even once the scope id is reused, and never after a reopen.
+    """
+    frames = value_list("f", "", OP)
+    with env.repo().open(sid) as st:
+        st.commit([set_value(RUNNING, "running")])
+        st.commit([append_list(frames, "early")], guard=RUNNING)
+        assert [e.value for e in st.read_list(frames)] == ["early"]  # the scope is loaded
+        terminal = env.repo().open(sid)  # another process
+
+        def finish_first(**_: Any) -> None:
+            env.s3.meta.events.unregister("before-call.s3.PutObject", finish_first)
+            terminal.commit([delete_value(RUNNING), retire_scope(OP)])
+
+        env.s3.meta.events.register("before-call.s3.PutObject", finish_first)
+        st.commit([append_list(frames, "late")], guard=RUNNING)
+        terminal.close()
+        # The scope id is reused by a new lifetime in the writer process.
+        st.commit([set_value(RUNNING, "running again")])
+        reborn = st.commit([append_list(frames, "reborn")], guard=RUNNING)
+        assert [e.value for e in st.read_list(frames)] == ["reborn"]
+    for _ in range(2):
+        with env.repo().open(sid) as st:
+            assert [(e.value, e.seq) for e in st.read_list(frames)] == [
+                ("reborn", reborn.first_seq)
+            ]
+    with env.repo().open(sid) as st:
+        st.commit([retire_scope(OP)])
+        st.commit([append_list(frames, "third lifetime")])
+    with env.repo().open(sid) as st:
+        assert [e.value for e in st.read_list(frames)] == ["third lifetime"]
+    # Every object of the earlier lifetimes, the late one included, is gone by now.
+    assert len(env.object_keys(ObjectKeys("t").scope_prefix(sid, OP.id))) == 1
+
+
+def test_a_loaded_scope_does_not_keep_showing_data_another_process_retired(
+    env: Env, sid: str
+) -> None:
+    frames = value_list("f", "", OP)
+    with env.repo().open(sid) as st:
+        st.commit([append_list(frames, "old")])
+        assert [e.value for e in st.read_list(frames)] == ["old"]
+        with env.repo().open(sid) as other:
+            other.commit([retire_scope(OP)])
+        st.commit([append_list(frames, "new")])  # reuse in the process that had it loaded
+        assert [e.value for e in st.read_list(frames)] == ["new"]

@@ -217,6 +217,9 @@ def _setup_retirement(st: Storage) -> None:
 
 def _check_after_retirement(env: Env, sid: str, label: tuple[int, str]) -> None:
     with env.clean_repo().open(sid) as st:
+        done = st.get_value(value("done"))  # the retirement's sibling landed with it
+        assert done is not None, label
+        assert done.value is True, label
         assert st.get_value(value("p", "k", OP)) is None, label
         assert st.read_list(value_list("f", "", OP)) == [], label
         assert env.object_seqs(sid, OP.id) == [], label  # the reopen finished the cleanup
@@ -279,3 +282,25 @@ def test_a_crash_during_the_cleanup_an_open_retries_is_finished_by_the_following
         with env.clean_repo().open(sid) as reopened:
             assert env.object_seqs(sid, OP.id) == [], (number, name)
             assert reopened.get_value(value("p", "k", OP)) is None, (number, name)
+
+
+def test_a_crash_between_the_pages_of_a_multi_page_retirement_never_revives_retired_data(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two keys a page stand in for 1000, so five objects need three list + delete rounds and
+    # the crash also lands between rounds (part of the scope deleted, part still present).
+    monkeypatch.setattr("turnkeep.storage.aws.cleanup.DELETE_BATCH", 2)
+
+    def setup(st: Storage) -> None:
+        _setup_retirement(st)
+        for i in range(3):
+            st.commit([append_list(value_list("f", "", OP), f"more-{i}")])
+
+    def operation(st: Storage) -> object:
+        return st.commit([retire_scope(OP), set_value(value("done"), True)])
+
+    rounds = ["ListObjectsV2", "DeleteObjects"] * 3
+    for sid, number, name in _crash_each_call(
+        env, setup, operation, ["TransactWriteItems", *rounds]
+    ):
+        _check_after_retirement(env, sid, (number, name))

@@ -864,3 +864,24 @@ def test_malformed_jsonl_urls_are_rejected_naming_the_problem(bad_url: str, matc
 def test_session_ids_that_could_escape_the_directory_are_rejected(url: str) -> None:
     with pytest.raises(StorageValidationError, match="session id"):
         open_storage(url, "../evil")
+
+
+def test_a_crash_tearing_a_write_of_a_reused_lifetime_keeps_its_earlier_writes_and_the_boundary(
+    url: str, store: Path, unlink_fails: list[str]
+) -> None:
+    with _open(url) as storage:
+        storage.commit([append_list(FRAMES, "old"), set_value(MEMO, "old")])
+        storage.commit([retire_scope(OP)])  # unlink fails: the old lifetime stays on disk
+        storage.commit([append_list(FRAMES, "new")])
+        storage.commit([append_list(FRAMES, "torn")])
+    path = _sidecar(store)
+    path.write_bytes(path.read_bytes()[:-5])  # the crash cut the last transaction short
+
+    with _open(url) as storage:
+        assert _elements(storage) == [(4, "new")]
+        assert storage.get_value(MEMO) is None
+        # The torn transaction never committed, so its sequence may be allocated again.
+        assert storage.commit([append_list(FRAMES, "after")]).seqs == (5,)
+    with _open(url) as storage:
+        assert _elements(storage) == [(4, "new"), (5, "after")]
+        assert storage.get_value(MEMO) is None

@@ -60,3 +60,11 @@ def test_non_json_values_are_rejected_naming_the_address() -> None:
 def test_unknown_storage_url_scheme_is_rejected_with_the_known_schemes() -> None:
     with pytest.raises(StorageValidationError, match="sqlite://"):
         open_storage("redis://localhost", "s1")
+
+
+@pytest.mark.parametrize("bad", ["", "\ud800", "x" * 181])
+def test_an_ephemeral_scope_built_directly_still_rejects_unusable_ids(bad: str) -> None:
+    from turnkeep.storage import EphemeralScope
+
+    with pytest.raises(InvalidScopeError):
+        EphemeralScope(bad)

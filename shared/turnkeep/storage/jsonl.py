@@ -84,8 +84,6 @@ class JsonlSession:
         self.deleted = False
         loaded = replay(directory, session_id, fsync=fsync)
         self.state: MemoryState = loaded.state
-        self.cleanup_failures = loaded.cleanup_failures
-        """Sidecars whose unlink failed; the next open removes them."""
         self.lock = self.state.lock
         self._main = files.AppendFile(self.main_path)
         self._sidecars: OrderedDict[str, files.AppendFile] = OrderedDict()
@@ -152,8 +150,7 @@ class JsonlSession:
             self._close_sidecar(handle)
         path = files.sidecar_path(self.main_path, scope_id)
         if not files.try_remove(path, why="scope retired; open retries"):
-            self.cleanup_failures.append(path)
-            return
+            return  # the boundary hides its records; the next open removes it if still retired
         self._good_sizes.pop(path, None)
         if self.fsync and os.path.isdir(files.scopes_dir(self.main_path)):
             try:

@@ -123,7 +123,10 @@ def parse_scope_header(line: bytes, session_id: str, quoted_scope_id: str) -> st
         raise RecordError(
             f"sidecar header names scope {scope_id!r}, which does not match the file name"
         )
-    return scope_id
+    try:
+        return validate_scope_id(scope_id)
+    except ValueError as exc:  # InvalidScopeError: a file this backend never wrote
+        raise RecordError(f"sidecar header names an unusable scope id: {exc}") from exc
 
 
 # -- transaction records ------------------------------------------------------------------------

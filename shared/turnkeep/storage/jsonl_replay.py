@@ -41,11 +41,8 @@ class Replayed:
     """What open produced: resident state and the files it found."""
 
     state: MemoryState
-    high_water: int
     boundaries: dict[str, int] = field(default_factory=dict)
     """Latest retirement sequence per scope id."""
-    sidecars_removed: list[str] = field(default_factory=list)
-    cleanup_failures: list[str] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
 
 
@@ -84,7 +81,7 @@ def replay(directory: str, session_id: str, *, fsync: bool) -> Replayed:
     main = files.main_path(directory, session_id)
     for temp in files.main_temp_files(main):
         files.try_remove(temp, why="leftover temp file")
-    result = Replayed(MemoryState(), 0)
+    result = Replayed(MemoryState())
 
     # 1. Main file: create, or read and repair its torn tail.
     if not os.path.exists(main):
@@ -174,15 +171,11 @@ def replay(directory: str, session_id: str, *, fsync: bool) -> Replayed:
 
     # 8. Never reuse a sequence any complete record ever held.
     state.next_seq = high_water + 1
-    result.high_water = high_water
 
     # 9. Remove sidecars with nothing after their latest retirement; failure is harmless
     #    because the boundary keeps their records out of replay.
     for path in removable:
-        if files.try_remove(path, why="retired scope cleanup"):
-            result.sidecars_removed.append(path)
-        else:
-            result.cleanup_failures.append(path)
+        files.try_remove(path, why="retired scope cleanup")
     return result
 
 

@@ -25,6 +25,11 @@ class EphemeralScope:
     id: str
     kind: Literal["ephemeral"] = "ephemeral"
 
+    def __post_init__(self) -> None:
+        # The class is public: an id built without ephemeral_scope() must not slip through
+        # (an empty id would alias the session scope's physical key '').
+        validate_scope_id(self.id)
+
 
 Scope = SessionScope | EphemeralScope
 
@@ -59,7 +64,7 @@ def validate_scope_id(scope_id: object) -> str:
 
 def ephemeral_scope(scope_id: str) -> EphemeralScope:
     """Return the ephemeral scope named `scope_id` (validated)."""
-    return EphemeralScope(validate_scope_id(scope_id))
+    return EphemeralScope(scope_id)
 
 
 def scope_key(scope: Scope) -> str:

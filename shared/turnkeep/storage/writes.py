@@ -266,6 +266,7 @@ def build_transaction(writes: Sequence[Write], guard: Value | None = None) -> Tr
             f"a commit guard must be a session-scoped value(...) address, got {guard!r}"
         )
     ephemeral_ids: list[str] = []
+    txn_scope: Scope = SESSION_SCOPE
     has_session = False
     for index, write in enumerate(writes):
         if not isinstance(write, _ALL_TYPES):
@@ -277,6 +278,7 @@ def build_transaction(writes: Sequence[Write], guard: Value | None = None) -> Tr
         if isinstance(scope, EphemeralScope):
             if scope.id not in ephemeral_ids:
                 ephemeral_ids.append(scope.id)
+                txn_scope = scope
         else:
             has_session = True
     if ephemeral_ids and has_session:
@@ -298,7 +300,6 @@ def build_transaction(writes: Sequence[Write], guard: Value | None = None) -> Tr
                 raise EntryConflictError(f"entry id {write.id!r} appears twice in one transaction")
             seen.add(write.id)
             entry_ids.append(write.id)
-    txn_scope: Scope = EphemeralScope(ephemeral_ids[0]) if ephemeral_ids else SESSION_SCOPE
     return Transaction(txn_scope, tuple(writes), tuple(entry_ids), guard)
 
 

@@ -82,6 +82,18 @@ class SessionState:
     refs: int = 0
     recovered: bool = False
 
+    def observe(self, head: Head, *, expected: int | None) -> None:
+        """Adopt `head`; drop loaded scopes when another writer may have moved it meanwhile.
+
+        `expected` is the `last_seq` the head has if only this process allocated since it last
+        looked (None: unknown). Any other allocation may be another process's scoped write or
+        retirement, which a loaded scope view would never show or apply: such views are read
+        afresh on their next use (cached object bodies are kept; they are immutable).
+        """
+        if expected is None or head.last_seq != expected:
+            self.views.clear()
+        self.head = head
+
     def forget(self) -> None:
         """Drop every cache (the session was deleted or must be read afresh)."""
         self.head = None
@@ -138,7 +150,8 @@ class AwsStorage(Storage):
                 TableName=self._table, Key=self._key(keys.HEAD_SK), ConsistentRead=True
             )
         head = head_from_item(found.get("Item"))
-        self._state.head = head
+        previous = self._state.head
+        self._state.observe(head, expected=None if previous is None else previous.last_seq)
         return head
 
     # -- commits ------------------------------------------------------------------------------
@@ -178,6 +191,7 @@ class AwsStorage(Storage):
     def _allocate(self, count: int) -> Head:
         """Reserve `count` sequences with one atomic ADD; returns the head after it."""
         state = self._state
+        previous = state.head
         done = frozenset(state.done)
         values: dict[str, Any] = {
             ":k": n(count),
@@ -198,7 +212,8 @@ class AwsStorage(Storage):
                 ReturnValues="ALL_NEW",
             )
         head = head_from_item(updated.get("Attributes"))
-        state.head = head
+        # Contiguous with what this process last saw: nobody else allocated in between.
+        state.observe(head, expected=None if previous is None else previous.last_seq + count)
         state.done -= done
         return head
 
