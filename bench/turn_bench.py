@@ -3,8 +3,8 @@
 Runs turns of two model rounds with two tool calls each (plus a final reply round) through the
 in-process orchestrator and prints, per model round and per tool step: median wall time and
 storage commits (split into session and operation-scope commits) and envelope writes. A second
-table shows that storage commits per model round do not grow with the reply length (frames are
-coalesced). `--smoke` runs a few turns only (CI).
+table shows how storage commits of a model round follow the reply length: one frame append per
+50 ms or 2 KiB of reply (coalesced), never one per token. `--smoke` runs a few turns only (CI).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 from turnkeep.envelope import open_envelope_store
 from turnkeep.harness import HarnessDeps, HarnessLimits, orchestrator, run_turn, steps
 from turnkeep.providers.scripted import ScriptedProvider
-from turnkeep.storage import CommitResult, Storage, Write, open_storage
+from turnkeep.storage import CommitResult, Storage, Value, Write, open_storage
 from turnkeep.storage.writes import build_transaction
 
 SCRIPT = (
@@ -51,10 +51,10 @@ class CountingStorage:
         self._inner = inner
         self._meter = meter
 
-    def commit(self, writes: Sequence[Write]) -> CommitResult:
+    def commit(self, writes: Sequence[Write], *, guard: Value | None = None) -> CommitResult:
         kind = "session" if build_transaction(writes).is_session else "scope"
         self._meter.commits[f"{self._meter.current}.{kind}"] += 1
-        return self._inner.commit(writes)
+        return self._inner.commit(writes, guard=guard)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

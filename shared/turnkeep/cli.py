@@ -82,8 +82,12 @@ class StreamPrinter:
     def on_tool(self, outcome: ToolOutcome) -> None:
         """Print one finished tool call."""
         mark = "error" if outcome.is_error else "ok"
-        first_line = outcome.content.splitlines()[0] if outcome.content else ""
-        self.out.write(f"  <- {outcome.name} [{mark}] {first_line}\n")
+        lines = outcome.content.splitlines()
+        shown = lines[0] if lines else ""
+        if len(lines) > 1:  # say what is not shown rather than hide it
+            more = len(lines) - 1
+            shown += f" (+{more} more line{'s' if more > 1 else ''})"
+        self.out.write(f"  <- {outcome.name} [{mark}] {shown}\n")
         self.out.flush()
 
     def _end_text(self) -> None:
@@ -133,8 +137,21 @@ def _local_runtime(
     return LocalRuntime(deps, envelopes, storage_url, keeper)
 
 
+DEMO_LEGEND = """\
+The model is `scripted`: a deterministic offline model that calls real tools through the same
+path as Bedrock or an OpenAI-compatible model would. Each turn prints:
+  user>       the message sent
+  assistant>  the model's reply, as it streams
+  ->          a tool call the model made      <-  its result ([ok] or [error])
+  [turn ...]  how the turn ended: status, model rounds, tokens
+  [scope ...] whether the turn's progress (streamed frames, tool checkpoints) was retired
+              by its final commit, as it must be
+"""
+
+
 def _describe(result: TurnResult) -> str:
-    text = f"[turn {result.op_id}: {result.status}, {result.rounds} model rounds"
+    rounds = f"{result.rounds} model round{'' if result.rounds == 1 else 's'}"
+    text = f"[turn {result.op_id}: {result.status}, {rounds}"
     text += f", {result.usage.input_tokens} in / {result.usage.output_tokens} out tokens"
     return text + (f", error: {result.error}]" if result.error else "]")
 
@@ -166,6 +183,7 @@ def run_demo(args: argparse.Namespace, out: TextIO) -> int:
     session_id = f"demo-{uuid.uuid4().hex[:12]}"
     envelopes.create(session_id, DEMO_USER, {"title": "turnkeep demo"})
     out.write(f"turnkeep demo: session {session_id} in {storage_url}\n")
+    out.write(DEMO_LEGEND)
     printer = StreamPrinter(out)
     failures = 0
     try:

@@ -96,3 +96,23 @@ def test_chat_streams_one_turn_per_line_and_keeps_notes_between_lines(
     assert "you> tea is good\n" in text  # /notes prints the stored notes
     assert "assistant> Here is what I remember:\ntea is good" in text
     assert (tmp_path / ".local" / "turnkeep.db").exists()
+
+
+def test_demo_output_explains_its_notation_and_never_hides_lines_of_a_tool_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key in [k for k in os.environ if k.startswith("TURNKEEP_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+
+    code = cli.run_demo(cli.build_parser().parse_args(["demo"]), out)
+
+    text = out.getvalue()
+    assert code == 0
+    legend = text.split("\nuser> ", 1)[0]
+    for mark in ("scripted", "user>", "assistant>", "->", "<-", "[turn", "[scope"):
+        assert mark in legend
+    assert "<- working_notes_get [ok] the deploy region is eu-west-1 (+1 more line)\n" in text
+    assert "completed, 1 model round, " in text
+    assert "model rounds" in text  # plural where it is plural

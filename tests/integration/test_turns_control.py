@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.integration.turns_support import USER, make_harness
+from tests.integration.turns_support import USER, RecordingProvider, make_harness
 from turnkeep.harness import (
     FailTurnInput,
     HarnessLimits,
@@ -24,7 +26,19 @@ from turnkeep.harness import (
     tool_step,
 )
 from turnkeep.harness.state import load_record, load_state
-from turnkeep.providers.base import ToolResultPart, check_transcript
+from turnkeep.providers.base import (
+    Message,
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    ResponseDone,
+    StreamEvent,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    check_transcript,
+)
+from turnkeep.system_prompt import resolve_system
 
 TWO_ROUNDS = 'call echo {"text": "a"}\ncall echo {"text": "b"}\nthen\ncall echo {"text": "c"}'
 
@@ -195,6 +209,9 @@ def test_a_note_written_in_round_k_is_in_the_system_prompt_of_round_k_plus_1(
     round0, round1 = h.provider.requests
     assert "the cat is called Miso" not in round0.system
     assert "the cat is called Miso" in round1.system
+    # The fold is the one `resolve_system` builds (the same on the Step Functions path).
+    assert round0.system == resolve_system(h.deps.default_system)
+    assert round1.system == resolve_system(h.deps.default_system, notes="the cat is called Miso")
 
 
 def test_invalid_tool_arguments_reach_the_model_as_a_tool_error(tmp_path: Path) -> None:
@@ -207,3 +224,109 @@ def test_invalid_tool_arguments_reach_the_model_as_a_tool_error(tmp_path: Path) 
     assert results[0].is_error
     assert results[0].content.startswith("Error: invalid arguments for calculator: expression")
     assert h.transcript()[-1].text.startswith("Tool calculator failed: Error: invalid arguments")
+
+
+def test_after_a_turn_cancelled_before_any_reply_the_next_command_still_works(
+    tmp_path: Path,
+) -> None:
+    h = make_harness(tmp_path)
+    _start(h, "op-cut", "hello")
+    cancel_turn(h.deps, h.session_id)
+    aborted = resume_turn(h.deps, h.session_id, "op-cut")
+
+    noted = run_turn(h.deps, h.session_id, USER, "remember the door code is 1234")
+
+    assert aborted.status == "aborted"
+    assert noted.status == "completed"
+    assert h.envelopes.get(h.session_id).working_notes == "the door code is 1234"  # type: ignore[union-attr]
+    assert h.transcript()[-1].text == "Noted."
+
+
+@dataclass
+class _ManyCalls(ModelProvider):
+    """Round 0: `count` echo calls with long ids; afterwards a plain reply."""
+
+    count: int
+    name: str = "many-calls"
+
+    def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        if request.messages[-1].role == "user":
+            calls = tuple(
+                ToolCallPart(f"call-{i:04d}-" + "x" * 60, "echo", '{"text": "hi"}')
+                for i in range(self.count)
+            )
+            yield ResponseDone(ModelResponse(Message("assistant", calls), "tool_use"))
+        else:
+            yield ResponseDone(ModelResponse(Message("assistant", (TextPart("done"),)), "end_turn"))
+
+
+def test_a_round_with_too_many_tool_calls_runs_the_first_ones_and_answers_the_rest(
+    tmp_path: Path,
+) -> None:
+    h = make_harness(
+        tmp_path,
+        provider=RecordingProvider(inner=_ManyCalls(3000)),
+        limits=HarnessLimits(frame_interval_ms=0, max_tool_calls_per_round=8),
+    )
+    _start(h, "op-many", "go")
+
+    out = model_step(h.deps, ModelStepInput(session_id=h.session_id, op_id="op-many", round=0))
+    again = model_step(h.deps, ModelStepInput(session_id=h.session_id, op_id="op-many", round=0))
+    result = resume_turn(h.deps, h.session_id, "op-many")
+
+    assert len(out.model_dump_json()) < 4096  # a Step Functions payload stays small
+    assert len(out.call_ids) == 8
+    assert again == out
+    assert result.status == "completed"
+    messages = h.transcript()
+    check_transcript(messages)  # every one of the 3000 calls has a result
+    results = [p for m in messages for p in m.parts if isinstance(p, ToolResultPart)]
+    assert len(results) == 3000
+    assert [p.content for p in results[:8]] == ["hi"] * 8
+    assert all(p.is_error and "limit is 8" in p.content for p in results[8:])
+
+
+def test_every_round_folds_persona_notes_and_skills_from_the_envelope(tmp_path: Path) -> None:
+    h = make_harness(tmp_path)
+    h.envelopes.put_host_meta(
+        h.session_id,
+        USER,
+        {"personaSnapshot": "You are terse.", "attachedSkills": json.dumps(["Skill: haiku"])},
+    )
+
+    run_turn(h.deps, h.session_id, USER, "remember the sky is blue")
+
+    round0, round1 = h.provider.requests
+    assert round0.system == resolve_system(
+        h.deps.default_system, persona="You are terse.", skills=["Skill: haiku"]
+    )
+    assert round1.system == resolve_system(
+        h.deps.default_system,
+        persona="You are terse.",
+        notes="the sky is blue",
+        skills=["Skill: haiku"],
+    )
+
+
+@dataclass
+class _SameIdTwice(ModelProvider):
+    """Answers with two tool calls that share one id (a provider bug)."""
+
+    name: str = "same-id"
+
+    def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        calls = tuple(ToolCallPart("dup", "echo", '{"text": "x"}') for _ in range(2))
+        yield ResponseDone(ModelResponse(Message("assistant", calls), "tool_use"))
+
+
+def test_duplicate_tool_call_ids_fail_the_turn_naming_the_id_and_leave_no_open_call(
+    tmp_path: Path,
+) -> None:
+    h = make_harness(tmp_path, provider=RecordingProvider(inner=_SameIdTwice()))
+
+    result = run_turn(h.deps, h.session_id, USER, "go", op_id="op-dup-ids")
+
+    assert result.status == "failed"
+    assert result.error == "model error: duplicate tool call ids ['dup']"
+    check_transcript(h.transcript())
+    assert h.scope_residue("op-dup-ids") == 0

@@ -16,15 +16,18 @@ from tests.integration.turns_support import (
     make_harness,
 )
 from turnkeep.harness import (
+    FailTurnInput,
     FencedWriteError,
     FinishTurnInput,
     HarnessLimits,
     ModelStepInput,
     StartTurnInput,
     ToolStepInput,
+    fail_turn,
     finish_turn,
     model_step,
     resume_turn,
+    run_turn,
     start_turn,
     tool_step,
 )
@@ -349,3 +352,61 @@ def test_close_and_faults_never_retire_the_scope(tmp_path: Path, backend: str) -
     # Only the terminal commit retires: ending the turn now removes all of it.
     resume_turn(h.deps, h.session_id, op)
     assert h.scope_residue(op) == 0
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_a_tool_step_delivered_twice_runs_the_tool_once_and_reports_the_same_outcome(
+    tmp_path: Path, backend: str
+) -> None:
+    calls: list[int] = []
+
+    def handler(_args: NoArgs, _ctx: ToolContext) -> ToolResult:
+        calls.append(1)
+        return ToolResult("card declined", is_error=True)
+
+    charge = Tool("charge_card", "Charges a card.", NoArgs, handler, replay_safe=True)
+    h = make_harness(tmp_path, backend, tools=[charge])
+    op = "op-charge"
+    _start(h, op, "call charge_card {}")
+    call_id = _mstep(h, op, 0).call_ids[0]
+
+    first = _tstep(h, op, call_id)
+    again = _tstep(h, op, call_id)
+    _mstep(h, op, 1)  # settles the call as a result entry
+    after_settlement = _tstep(h, op, call_id)
+
+    assert calls == [1]
+    assert first.is_error
+    assert again == first
+    assert after_settlement == first
+
+
+def test_a_turn_that_crashed_between_claim_and_first_commit_can_be_failed_and_the_session_reused(
+    tmp_path: Path,
+) -> None:
+    crashed: list[bool] = []
+
+    def crash_on_start(writes: Sequence[Write]) -> None:
+        if not crashed and any(isinstance(w, InsertEntry) for w in writes):
+            crashed.append(True)
+            raise SimulatedCrash  # the process dies after the envelope claim
+
+    h = make_harness(tmp_path, open_wrapper=lambda s: StorageProxy(s, crash_on_start))
+    with pytest.raises(SimulatedCrash):
+        _start(h, "op-lost", "hello")
+    stuck = h.meta()["turnStatus"]
+
+    failed = fail_turn(
+        h.deps, FailTurnInput(session_id=h.session_id, op_id="op-lost", error="Lambda.Unknown")
+    )
+    failed_again = fail_turn(
+        h.deps, FailTurnInput(session_id=h.session_id, op_id="op-lost", error="Lambda.Unknown")
+    )
+    after = run_turn(h.deps, h.session_id, USER, "hello again")
+
+    assert stuck == "running"
+    assert failed.status == "failed"
+    assert failed.error == "Lambda.Unknown"
+    assert failed_again == failed
+    assert after.status == "completed"
+    assert [m.text for m in h.transcript() if m.role == "user"] == ["hello again"]

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.integration.turns_support import USER, make_harness
 from turnkeep.harness import HarnessLimits, run_turn
 from turnkeep.harness.state import load_call, load_record, load_state
+from turnkeep.harness.transcript import model_view
 from turnkeep.providers.base import TextPart, ToolCallPart, ToolResultPart, check_transcript
+from turnkeep.storage import Entry, Storage
 from turnkeep.system_prompt import WORKING_NOTES_HEADING
 
 TWO_ROUNDS = (
@@ -97,3 +100,37 @@ def test_remember_then_recall_in_the_next_turn_quotes_the_notes(
     assert recall.status == "completed"
     assert h.envelopes.get(h.session_id).working_notes == "alpha\nbeta"  # type: ignore[union-attr]
     assert h.transcript()[-1].text == "Here is what I remember:\nalpha\nbeta"
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_a_model_round_of_a_long_session_reads_only_the_entries_new_since_the_last_round(
+    tmp_path: Path, backend: str
+) -> None:
+    scanned: list[int] = []
+
+    class Counting:
+        def __init__(self, inner: Storage) -> None:
+            self._inner = inner
+
+        def scan_entries(self, **kwargs: Any) -> list[Entry]:
+            entries = self._inner.scan_entries(**kwargs)
+            scanned.append(len(entries))
+            return entries
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._inner, name)
+
+    h = make_harness(tmp_path, backend, open_wrapper=Counting)
+    for i in range(10):
+        run_turn(h.deps, h.session_id, USER, f'call echo {{"text": "{i}"}}')
+    with h.storage() as storage:
+        total = storage.get_stats().entry_count
+    scanned.clear()
+
+    run_turn(h.deps, h.session_id, USER, 'call echo {"text": "last"}')
+
+    assert total == 40
+    assert len(scanned) == 2  # one read per model round
+    assert sum(scanned) <= 6  # the new entries only, never the whole session again
+    final_request = h.provider.requests[-1]
+    assert final_request.messages == model_view(h.transcript()[:-1])

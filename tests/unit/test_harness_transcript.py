@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import uuid
+from typing import Any
+
 import pytest
 
 from turnkeep.harness.transcript import (
+    TranscriptCache,
     TranscriptDataError,
+    branch_messages,
     entry_data,
     message_from_json,
     message_to_json,
     model_view,
 )
 from turnkeep.providers.base import Message, TextPart, ToolCallPart, ToolResultPart
+from turnkeep.storage import Entry, Storage, insert_entry, open_storage
 
 
 def test_messages_round_trip_through_their_json_form() -> None:
@@ -55,3 +61,71 @@ def test_model_view_merges_consecutive_messages_of_one_role() -> None:
 def test_malformed_stored_messages_raise_a_clear_error(bad: object) -> None:
     with pytest.raises(TranscriptDataError):
         message_from_json(bad)
+
+
+class _ScanCounter:
+    """Delegates to a Storage; counts the entries `scan_entries` returns; can hide one once."""
+
+    def __init__(self, inner: Storage, hide_once: str | None = None) -> None:
+        self._inner = inner
+        self.returned = 0
+        self._hide = hide_once
+
+    def scan_entries(self, **kwargs: Any) -> list[Entry]:
+        entries = self._inner.scan_entries(**kwargs)
+        if self._hide is not None:
+            entries = [e for e in entries if e.id != self._hide]
+            self._hide = None
+        self.returned += len(entries)
+        return entries
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _say(storage: Storage, entry_id: str, parent: str | None, text: str) -> None:
+    role = "user" if entry_id.startswith("u") else "assistant"
+    storage.commit(
+        [insert_entry(entry_id, parent, "message", entry_data(Message(role, (TextPart(text),))))]
+    )
+
+
+def test_the_cache_reads_only_entries_committed_since_its_last_read() -> None:
+    storage = open_storage(f"memory://{uuid.uuid4().hex}", "s1")
+    counter = _ScanCounter(storage)
+    cache = TranscriptCache()
+    parent = None
+    for i in range(50):
+        _say(storage, f"u{i}", parent, f"q{i}")
+        _say(storage, f"a{i}", f"u{i}", f"r{i}")
+        parent = f"a{i}"
+    first = cache.branch_messages(counter, "a49")  # type: ignore[arg-type]
+    _say(storage, "u50", "a49", "q50")
+
+    second = cache.branch_messages(counter, "u50")  # type: ignore[arg-type]
+
+    assert counter.returned == 100 + 1
+    assert second == [*first, Message("user", (TextPart("q50"),))]
+    assert second == branch_messages(storage, "u50")
+
+
+def test_an_ancestor_the_incremental_read_missed_triggers_a_full_read() -> None:
+    storage = open_storage(f"memory://{uuid.uuid4().hex}", "s1")
+    _say(storage, "u0", None, "q0")
+    _say(storage, "a0", "u0", "r0")
+    _say(storage, "u1", "a0", "q1")
+    cache = TranscriptCache()
+    # The first read misses "a0" (as if it became visible after a later entry).
+    cache.branch_messages(_ScanCounter(storage, hide_once="a0"), "u0")  # type: ignore[arg-type]
+
+    messages = cache.branch_messages(storage, "u1")
+
+    assert [m.text for m in messages] == ["q0", "r0", "q1"]
+
+
+def test_a_head_that_is_not_stored_is_a_clear_error() -> None:
+    storage = open_storage(f"memory://{uuid.uuid4().hex}", "s1")
+    _say(storage, "u0", None, "q0")
+
+    with pytest.raises(TranscriptDataError, match="'nope'"):
+        TranscriptCache().branch_messages(storage, "nope")

@@ -163,3 +163,25 @@ def test_notes_are_read_back_verbatim_from_the_folded_system_prompt() -> None:
 
     assert notes_from_system(resolve_system(DEFAULT_SYSTEM_PROMPT, notes=notes)) == notes.strip()
     assert notes_from_system(resolve_system(DEFAULT_SYSTEM_PROMPT)) == ""
+
+
+def test_call_of_a_notes_tool_quotes_its_result_like_any_other_call() -> None:
+    ask = _user("call working_notes_clear {}")
+    call_message = _answer(_request(ask))
+    reply = _answer(_request(ask, call_message, _results(call_message, "Working notes cleared.")))
+
+    assert [(c.name, c.arguments) for c in call_message.tool_calls] == [
+        ("working_notes_clear", "{}")
+    ]
+    assert reply.text == "Tool working_notes_clear returned: Working notes cleared."
+
+
+def test_the_command_is_the_last_user_message_when_the_view_merged_two() -> None:
+    # A turn that ended before any reply leaves two user messages in a row; the model view
+    # merges them into one message with two text parts.
+    merged = Message("user", (TextPart("hello"), TextPart("remember buy milk")))
+
+    answer = _answer(_request(merged))
+
+    assert [c.name for c in answer.tool_calls] == ["working_notes_update"]
+    assert json.loads(answer.tool_calls[0].arguments) == {"notes": "buy milk"}

@@ -134,3 +134,15 @@ def test_calculator_rejects_anything_but_arithmetic_with_a_clear_error(
 
 def test_evaluate_keeps_integer_results_exact() -> None:
     assert evaluate("10**20 + 1") == 100000000000000000001
+
+
+def test_a_handler_returning_non_text_content_becomes_an_error_result_not_a_crash() -> None:
+    def numeric(_args: AddArgs, _ctx: ToolContext) -> ToolResult:
+        return ToolResult(42)  # type: ignore[arg-type]
+
+    registry = ToolRegistry([Tool("numeric", "Returns a number.", AddArgs, numeric)])
+
+    result = registry.run_call("numeric", '{"a": 1, "b": 2}', CTX)
+
+    assert result.is_error
+    assert result.content == "Error: tool numeric returned content of type int, not text"

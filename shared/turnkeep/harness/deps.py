@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from turnkeep.envelope import EnvelopeStore
+from turnkeep.harness.transcript import TranscriptCache
 from turnkeep.notes import working_notes_tools
 from turnkeep.providers.base import ModelProvider
 from turnkeep.storage import Storage
@@ -39,6 +40,13 @@ class HarnessLimits(BaseModel):
         default=2, ge=0, description="in-process retries of a retryable model error"
     )
     tool_parallelism: int = Field(default=4, ge=1, description="in-process parallel tool steps")
+    max_tool_calls_per_round: int = Field(
+        default=32,
+        ge=1,
+        le=256,
+        description="tool calls of one model round that run; the rest get an error result "
+        "(keeps the step payload small)",
+    )
     max_tool_result_bytes: int = Field(
         default=65536, ge=256, description="a longer tool result is cut with an explicit marker"
     )
@@ -53,7 +61,8 @@ class HarnessDeps:
     """Dependencies of the step functions; steps hold no other state.
 
     `open_storage(session_id)` returns a Storage the step closes when done. `provider` is one
-    provider or a resolver from the turn's model spec (None = default) to a provider.
+    provider or a resolver from the turn's model spec (None = default) to a provider. One deps
+    object serves one storage location (its transcript cache is keyed by session id).
     """
 
     open_storage: Callable[[str], Storage]
@@ -63,6 +72,8 @@ class HarnessDeps:
     clock: Callable[[], float] = time.time
     limits: HarnessLimits = field(default_factory=HarnessLimits)
     default_system: str = DEFAULT_SYSTEM_PROMPT
+    transcripts: TranscriptCache = field(default_factory=TranscriptCache)
+    """Decoded transcript entries, so a model round reads only entries new since the last one."""
 
     def provider_for(self, model: str | None) -> ModelProvider:
         """The provider that runs a turn whose model spec is `model`."""

@@ -33,6 +33,7 @@ from turnkeep.providers.base import (
     Usage,
 )
 from turnkeep.storage import (
+    CommitResult,
     GuardFailedError,
     JsonValue,
     Storage,
@@ -44,10 +45,15 @@ from turnkeep.storage import (
 )
 
 
-def fenced_commit(storage: Storage, op_id: str, writes: list[Write]) -> None:
-    """Commit `writes` only while `op_id` runs (atomically guarded by its operation state)."""
+def fenced_commit(storage: Storage, op_id: str, writes: list[Write]) -> CommitResult:
+    """Commit `writes` only while `op_id` runs (atomically guarded by its operation state).
+
+    Used for progress in the operation scope and for every session commit of a running turn
+    (call states, round settlements, the terminal commit), so a step that lost a race with the
+    terminal commit writes nothing.
+    """
     try:
-        storage.commit(writes, guard=op_address(op_id))
+        return storage.commit(writes, guard=op_address(op_id))
     except GuardFailedError as exc:
         raise FencedWriteError(
             f"operation {op_id!r} of session {storage.session_id!r} has ended; "

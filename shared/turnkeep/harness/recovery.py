@@ -6,8 +6,8 @@ Rules (SPEC §4, seed 004 §5):
 - a model round that crashed mid-stream is recorded from its frames, marked interrupted;
 - the terminal commit writes the result record, removes the session-scoped operation state
   and call states, and carries exactly one `retire_scope(ephemeral_scope(op))`;
-- close or a fault never retires: only the terminal commit (and the late-write compensation
-  in `progress.fenced_commit`) does.
+- close or a fault never retires: only the terminal commit does (and `fail_turn` of a turn
+  that was claimed but never started, which has nothing in its scope).
 """
 
 from __future__ import annotations

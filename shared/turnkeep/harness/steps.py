@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
@@ -35,7 +36,7 @@ from turnkeep.harness.io import (
     ToolStepOutput,
     TurnResult,
 )
-from turnkeep.harness.progress import FrameWriter, ToolProgress, read_frames
+from turnkeep.harness.progress import FrameWriter, ToolProgress, fenced_commit, read_frames
 from turnkeep.harness.recovery import (
     Settlement,
     interrupted_message,
@@ -57,13 +58,14 @@ from turnkeep.harness.state import (
     load_record,
     load_state,
     op_address,
+    op_scope,
     response_id,
+    result_address,
     result_entry_id,
     user_entry_id,
     validate_op_id,
 )
 from turnkeep.harness.transcript import (
-    branch_messages,
     entry_data,
     message_from_json,
     model_view,
@@ -83,15 +85,15 @@ from turnkeep.providers.base import (
 )
 from turnkeep.storage import (
     MESSAGE_ENTRY_TYPE,
-    GuardFailedError,
     Storage,
     UsageRow,
     Write,
     insert_entry,
     insert_usage,
+    retire_scope,
     set_value,
 )
-from turnkeep.system_prompt import resolve_system
+from turnkeep.system_prompt import resolve_system_for_meta
 from turnkeep.tools.base import ToolContext
 
 EventListener = Callable[[StreamEvent], None]
@@ -245,7 +247,7 @@ def model_step(
         if state is None:
             return _ended_output(storage, inp.session_id, inp.op_id, inp.round)
         if inp.round < state.round:
-            return _recorded_output(storage, state, inp.round)
+            return _recorded_output(storage, state, inp.round, deps.limits.max_tool_calls_per_round)
         if inp.round > state.round:
             raise StepInputError(
                 f"operation {inp.op_id!r} is at model round {state.round}, not {inp.round}"
@@ -253,7 +255,7 @@ def model_step(
         envelope = deps.envelopes.get(inp.session_id)
         if _cancelling(envelope, state.op_id):
             record = _terminal(deps, storage, state, "aborted", "cancelled by request")
-            return _output_for_record(inp, record)
+            return _output_for_record(inp.session_id, inp.op_id, inp.round, record)
         replay = read_frames(storage, state.op_id, response_id(state.op_id, state.round))
         if replay is not None:
             # An earlier delivery of this round streamed and then died before settling.
@@ -271,11 +273,16 @@ def model_step(
             return _settle_interrupted(deps, storage, state, replay.message, settlement)
         if state.round >= deps.limits.max_steps:
             return _fail_output(
-                inp, f"max_steps_exceeded: the turn used its {deps.limits.max_steps} model rounds"
+                inp.session_id,
+                inp.op_id,
+                inp.round,
+                f"max_steps_exceeded: the turn used its {deps.limits.max_steps} model rounds",
             )
         if state.interrupted_rounds > deps.limits.max_interrupted_rounds:
             return _fail_output(
-                inp,
+                inp.session_id,
+                inp.op_id,
+                inp.round,
                 f"model_interrupted: {state.interrupted_rounds} consecutive model rounds were "
                 "interrupted mid-stream",
             )
@@ -320,7 +327,9 @@ def model_step(
             _flush_quietly(writer)
             if exc.retryable:
                 raise
-            return _fail_output(inp, _clip(f"model error ({exc.code}): {exc}"))
+            return _fail_output(
+                inp.session_id, inp.op_id, inp.round, f"model error ({exc.code}): {exc}"
+            )
         finally:
             writer.close()
         return _settle_response(
@@ -375,25 +384,12 @@ def _request(
     specs: tuple[ToolSpec, ...],
     wrap_up: bool,
 ) -> ModelRequest:
-    # The envelope is read at every round, so a note written in round k folds into round k+1.
-    meta = envelope.meta if envelope is not None else {}
-    persona = meta.get("personaSnapshot")
-    skills: list[str] | None = None
-    raw_skills = meta.get("attachedSkills")
-    if isinstance(raw_skills, str):
-        try:
-            parsed = json.loads(raw_skills)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, list):
-            skills = [s for s in parsed if isinstance(s, str)]
-    system = resolve_system(
-        deps.default_system,
-        persona=persona if isinstance(persona, str) else None,
-        notes=envelope.working_notes if envelope is not None else None,
-        skills=skills,
+    # The envelope is read at every round, so a note written in round k folds into round k+1;
+    # the fold is the one every path uses (`resolve_system` fed from the envelope meta).
+    system = resolve_system_for_meta(
+        envelope.meta if envelope is not None else {}, deps.default_system
     )
-    messages = branch_messages(storage, head)
+    messages = deps.transcripts.branch_messages(storage, head)
     if pending:
         messages.append(tool_message(pending))
     return ModelRequest(
@@ -417,7 +413,10 @@ def _settle_response(
     calls = response.message.tool_calls
     call_ids = [c.id for c in calls]
     if len(set(call_ids)) != len(call_ids):
-        return _fail_output_state(state, f"model error: duplicate tool call ids {call_ids}")
+        repeated = sorted(c for c, n in Counter(call_ids).items() if n > 1)
+        return _fail_output(
+            state.session_id, op, state.round, f"model error: duplicate tool call ids {repeated}"
+        )
     usage = response.usage
     totals = UsageTotals(
         input_tokens=state.usage.input_tokens + usage.input_tokens,
@@ -454,15 +453,22 @@ def _settle_response(
             )
         )
     )
-    for call in calls:
-        writes.append(
-            set_value(
-                call_address(op, call.id),
-                CallState(
-                    call_id=call.id, name=call.name, arguments=call.arguments, round=state.round
-                ).model_dump(mode="json"),
-            )
+    limit = deps.limits.max_tool_calls_per_round
+    for index, call in enumerate(calls):
+        call_state = CallState(
+            call_id=call.id, name=call.name, arguments=call.arguments, round=state.round
         )
+        if index >= limit and not wrap_up:
+            # Answered now, never run: the step output lists at most `limit` call ids.
+            call_state = call_state.model_copy(
+                update={
+                    "phase": "done",
+                    "is_error": True,
+                    "content": f"Error: tool call not run: the model made {len(calls)} tool "
+                    f"calls in one round and the limit is {limit}. Make fewer calls at a time.",
+                }
+            )
+        writes.append(set_value(call_address(op, call.id), call_state.model_dump(mode="json")))
     new_state = state.model_copy(
         update={
             "round": state.round + 1,
@@ -475,7 +481,10 @@ def _settle_response(
         }
     )
     writes.append(set_value(op_address(op), new_state.model_dump(mode="json")))
-    result = storage.commit(writes)
+    try:
+        result = fenced_commit(storage, op, writes)
+    except FencedWriteError:  # the turn ended meanwhile: this round is not recorded
+        return _ended_output(storage, state.session_id, op, state.round)
     _envelope_progress(deps, state.session_id, op, result.seqs[-1], new_state)
     return ModelStepOutput(
         session_id=state.session_id,
@@ -483,7 +492,7 @@ def _settle_response(
         round=state.round,
         next="tools" if call_ids and not wrap_up else "finish",
         next_round=state.round + 1,
-        call_ids=call_ids if not wrap_up else [],
+        call_ids=call_ids[:limit] if not wrap_up else [],
         wrap_up=wrap_up,
     )
 
@@ -524,7 +533,10 @@ def _settle_interrupted(
         }
     )
     writes.append(set_value(op_address(op), new_state.model_dump(mode="json")))
-    result = storage.commit(writes)
+    try:
+        result = fenced_commit(storage, op, writes)
+    except FencedWriteError:  # the turn ended meanwhile: this round is not recorded
+        return _ended_output(storage, state.session_id, op, state.round)
     _envelope_progress(deps, state.session_id, op, result.seqs[-1], new_state)
     return ModelStepOutput(
         session_id=state.session_id,
@@ -536,7 +548,9 @@ def _settle_interrupted(
     )
 
 
-def _recorded_output(storage: Storage, state: OperationState, round_: int) -> ModelStepOutput:
+def _recorded_output(
+    storage: Storage, state: OperationState, round_: int, call_limit: int
+) -> ModelStepOutput:
     found = storage.get_entries([response_id(state.op_id, round_)])
     if not found or not isinstance(found[0].data, dict):
         raise StepInputError(f"operation {state.op_id!r} has no settled model round {round_}")
@@ -556,7 +570,7 @@ def _recorded_output(storage: Storage, state: OperationState, round_: int) -> Mo
         round=round_,
         next=next_action,  # type: ignore[arg-type]
         next_round=round_ + 1,
-        call_ids=call_ids if next_action == "tools" else [],
+        call_ids=call_ids[:call_limit] if next_action == "tools" else [],
         interrupted=interrupted,
         wrap_up=wrap_up,
     )
@@ -566,6 +580,12 @@ def _ended_output(storage: Storage, session_id: str, op_id: str, round_: int) ->
     record = load_record(storage, op_id)
     if record is None:
         raise OperationNotFoundError(f"session {session_id!r} has no operation {op_id!r}")
+    return _output_for_record(session_id, op_id, round_, record)
+
+
+def _output_for_record(
+    session_id: str, op_id: str, round_: int, record: TurnRecord
+) -> ModelStepOutput:
     return ModelStepOutput(
         session_id=session_id,
         op_id=op_id,
@@ -577,37 +597,14 @@ def _ended_output(storage: Storage, session_id: str, op_id: str, round_: int) ->
     )
 
 
-def _output_for_record(inp: ModelStepInput, record: TurnRecord) -> ModelStepOutput:
+def _fail_output(session_id: str, op_id: str, round_: int, error: str) -> ModelStepOutput:
     return ModelStepOutput(
-        session_id=inp.session_id,
-        op_id=inp.op_id,
-        round=inp.round,
-        next="done",
-        next_round=inp.round,
-        status=record.status,
-        error=record.error,
-    )
-
-
-def _fail_output(inp: ModelStepInput, error: str) -> ModelStepOutput:
-    return ModelStepOutput(
-        session_id=inp.session_id,
-        op_id=inp.op_id,
-        round=inp.round,
+        session_id=session_id,
+        op_id=op_id,
+        round=round_,
         next="fail",
-        next_round=inp.round,
-        error=error,
-    )
-
-
-def _fail_output_state(state: OperationState, error: str) -> ModelStepOutput:
-    return ModelStepOutput(
-        session_id=state.session_id,
-        op_id=state.op_id,
-        round=state.round,
-        next="fail",
-        next_round=state.round,
-        error=error,
+        next_round=round_,
+        error=_clip(error),
     )
 
 
@@ -634,7 +631,7 @@ def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
                 [result_entry_id(state.op_id, r, inp.call_id) for r in range(state.round)]
             )
             if settled:
-                return _tool_output(inp, "done")
+                return _settled_tool_output(inp, settled[-1].data)
             raise StepInputError(f"operation {inp.op_id!r} has no tool call {inp.call_id!r}")
         if call.phase == "done":
             return _tool_output(inp, "done", call)
@@ -684,6 +681,21 @@ def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
         return _tool_output(inp, "done", done)
 
 
+def _settled_tool_output(inp: ToolStepInput, data: Any) -> ToolStepOutput:
+    # A redelivery after the call became a result entry reports what the first delivery did.
+    meta = data if isinstance(data, dict) else {}
+    parts = message_from_json(meta.get("message")).parts
+    return ToolStepOutput(
+        session_id=inp.session_id,
+        op_id=inp.op_id,
+        call_id=inp.call_id,
+        status="done",
+        is_error=any(isinstance(p, ToolResultPart) and p.is_error for p in parts),
+        replayed=bool(meta.get("replayed")),
+        interrupted=bool(meta.get("interrupted")),
+    )
+
+
 def _cap_result(content: str, max_bytes: int) -> str:
     raw = content.encode("utf-8")
     if len(raw) <= max_bytes:
@@ -698,8 +710,8 @@ def _fenced_session_commit(
     """Write a call state only while the operation runs (guarded by its operation state)."""
     address = call_address(op_id, before.call_id)
     try:
-        storage.commit([set_value(address, after.model_dump(mode="json"))], guard=op_address(op_id))
-    except GuardFailedError:
+        fenced_commit(storage, op_id, [set_value(address, after.model_dump(mode="json"))])
+    except FencedWriteError:
         return False
     return True
 
@@ -738,9 +750,34 @@ def fail_turn(deps: HarnessDeps, inp: FailTurnInput) -> TurnResult:
     with _open(deps, inp.session_id) as storage:
         state = load_state(storage, inp.op_id)
         if state is None:
+            if load_record(storage, inp.op_id) is None and _claimed(deps, inp):
+                return _result(inp.session_id, _fail_unstarted(deps, storage, inp))
             return _repeat_terminal(deps, storage, inp.session_id, inp.op_id)
         record = _terminal(deps, storage, state, "failed", _clip(inp.error))
         return _result(inp.session_id, record)
+
+
+def _claimed(deps: HarnessDeps, inp: FailTurnInput) -> bool:
+    envelope = deps.envelopes.get(inp.session_id)
+    meta = envelope.meta if envelope is not None else {}
+    return meta.get("turnRunId") == inp.op_id and meta.get("turnStatus") not in STARTABLE_STATUSES
+
+
+def _fail_unstarted(deps: HarnessDeps, storage: Storage, inp: FailTurnInput) -> TurnRecord:
+    # start_turn claimed the session and died before its first commit: nothing of the turn is
+    # stored. Record the failure so the session can take a new turn (and a late redelivery of
+    # start_turn finds the record instead of starting).
+    record = TurnRecord(
+        op_id=inp.op_id, status="failed", error=_clip(inp.error), finished_at=deps.clock()
+    )
+    result = storage.commit(
+        [
+            set_value(result_address(inp.op_id), record.model_dump(mode="json")),
+            retire_scope(op_scope(inp.op_id)),
+        ]
+    )
+    _envelope_terminal(deps, inp.session_id, record, result.seqs[-1])
+    return record
 
 
 def abort_turn(deps: HarnessDeps, session_id: str, op_id: str) -> TurnResult:
@@ -787,7 +824,17 @@ def _terminal(
     error: str | None,
 ) -> TurnRecord:
     writes, record = terminal_writes(storage, state, status, error, deps.clock())
-    result = storage.commit(writes)
+    try:
+        result = fenced_commit(storage, state.op_id, writes)
+    except FencedWriteError:
+        # Another step's terminal commit landed first: its record is the outcome.
+        winner = load_record(storage, state.op_id)
+        if winner is None:
+            raise OperationNotFoundError(
+                f"session {state.session_id!r} has no operation {state.op_id!r}"
+            ) from None
+        _envelope_terminal(deps, state.session_id, winner, None)
+        return winner
     _envelope_terminal(deps, state.session_id, record, result.seqs[-1])
     return record
 

@@ -8,7 +8,10 @@ get it, and drops nothing: every tool call in the branch has a result entry.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from turnkeep.providers.base import Message, Part, TextPart, ToolCallPart, ToolResultPart
@@ -86,24 +89,92 @@ def entry_message(entry: Entry) -> Message | None:
 
 
 def branch_messages(storage: Storage, head: str | None) -> list[Message]:
-    """Messages on the branch from the root to `head` (in order)."""
-    if head is None:
-        return []
-    # One scan in sequence order, then a walk up the parent links in memory: the backends'
-    # scan_branch costs one read per entry.
-    by_id = {entry.id: entry for entry in storage.scan_entries()}
-    if head not in by_id:
-        raise TranscriptDataError(f"branch head {head!r} is not a stored entry")
-    path: list[Entry] = []
+    """Messages on the branch from the root to `head` (in order); reads every entry."""
+    return TranscriptCache(max_sessions=1).branch_messages(storage, head)
+
+
+@dataclass(frozen=True, slots=True)
+class _Node:
+    parent_id: str | None
+    message: Message | None
+
+
+@dataclass
+class _SessionEntries:
+    last_seq: int | None = None
+    nodes: dict[str, _Node] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class TranscriptCache:
+    """Decoded entries of recently used sessions, read incrementally by sequence.
+
+    Every model round needs the whole branch. Entries never change once written, so a round
+    reads only the entries committed after the newest one this cache has seen
+    (`scan_entries(after_seq=...)`) instead of the whole session. A branch walk that misses an
+    ancestor (an entry that became visible out of sequence order, a session deleted and created
+    again) drops the session's cache and reads everything once more, so the cache can save
+    reads but never change a transcript. One cache serves one storage location (it is keyed by
+    session id); it keeps the `max_sessions` most recently used sessions.
+    """
+
+    def __init__(self, max_sessions: int = 8) -> None:
+        if max_sessions < 1:
+            raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
+        self.max_sessions = max_sessions
+        self._sessions: OrderedDict[str, _SessionEntries] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def branch_messages(self, storage: Storage, head: str | None) -> list[Message]:
+        """Messages on the branch from the root to `head` (in order)."""
+        if head is None:
+            return []
+        state = self._session(storage.session_id)
+        with state.lock:
+            _read_new(storage, state)
+            path = _walk(state.nodes, head)
+            if path is None:
+                state.last_seq, state.nodes = None, {}
+                _read_new(storage, state)
+                path = _walk(state.nodes, head)
+        if path is None:
+            raise TranscriptDataError(
+                f"branch head {head!r} or one of its ancestors is not a stored entry"
+            )
+        return path
+
+    def _session(self, session_id: str) -> _SessionEntries:
+        with self._lock:
+            state = self._sessions.get(session_id)
+            if state is None:
+                state = self._sessions[session_id] = _SessionEntries()
+            self._sessions.move_to_end(session_id)
+            while len(self._sessions) > self.max_sessions:
+                self._sessions.popitem(last=False)
+            return state
+
+
+def _read_new(storage: Storage, state: _SessionEntries) -> None:
+    for entry in storage.scan_entries(after_seq=state.last_seq):
+        state.nodes[entry.id] = _Node(entry.parent_id, entry_message(entry))
+        if state.last_seq is None or entry.seq > state.last_seq:
+            state.last_seq = entry.seq
+
+
+def _walk(nodes: dict[str, _Node], head: str) -> list[Message] | None:
+    """The messages from the root to `head`, or None if an entry on the way is unknown."""
+    out: list[Message] = []
     current: str | None = head
-    while current is not None and current in by_id and len(path) <= len(by_id):
-        path.append(by_id[current])
-        current = by_id[current].parent_id
-    out = []
-    for entry in reversed(path):
-        message = entry_message(entry)
-        if message is not None:
-            out.append(message)
+    steps = 0
+    while current is not None:
+        node = nodes.get(current)
+        if node is None or steps > len(nodes):
+            return None
+        if node.message is not None:
+            out.append(node.message)
+        current = node.parent_id
+        steps += 1
+    out.reverse()
     return out
 
 

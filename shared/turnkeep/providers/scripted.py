@@ -1,6 +1,7 @@
 """`scripted`: a deterministic offline model that really calls tools through the tool-call path.
 
-Behaviour (other code and tests rely on it). The command is the last user message, trimmed:
+Behaviour (other code and tests rely on it). The command is the last user message, trimmed
+(its last text part, when the model view merged user messages of turns that got no reply):
 
 - ``remember <text>`` → one ``working_notes_update`` call whose ``notes`` are the current notes
   (read from the working-notes block of the system prompt) plus ``<text>`` on a new line; after
@@ -9,8 +10,9 @@ Behaviour (other code and tests rely on it). The command is the last user messag
   contains the result text verbatim, or says there are no notes when the result is empty.
 - ``forget everything`` → one ``working_notes_clear`` call; after the result: ``Forgotten.``
 - ``call <tool> <json args>`` → that tool call with exactly those argument text; after the
-  result a reply quoting it. Several ``call`` lines in one message are parallel calls of one
-  round; a line ``then`` starts the next round (multi-round scripts).
+  result a reply quoting it (``Tool <name> returned: <result>``, for every tool, the notes
+  tools included). Several ``call`` lines in one message are parallel calls of one round; a
+  line ``then`` starts the next round (multi-round scripts).
 - anything else → ``You said: <message>``.
 
 With tools off (an empty tool list: the wrap-up round) it never calls a tool and answers
@@ -130,7 +132,10 @@ class ScriptedProvider(ModelProvider):
         )
         if user_index < 0:
             return _reply("Hello. Send me a message."), "end_turn"
-        user_text = request.messages[user_index].text
+        # The last text part: the model view merges consecutive user messages (a turn that
+        # ended before any reply), and the command is the newest of them.
+        texts = [p.text for p in request.messages[user_index].parts if isinstance(p, TextPart)]
+        user_text = texts[-1] if texts else ""
         after = request.messages[user_index + 1 :]
         calls_made = [m for m in after if m.role == "assistant" and m.tool_calls]
         results: list[ToolResultPart] = [
@@ -152,7 +157,7 @@ class ScriptedProvider(ModelProvider):
                 for i, c in enumerate(rounds[next_round])
             )
             return Message("assistant", parts), "tool_use"
-        return _reply(_after_tools(rounds, results)), "end_turn"
+        return _reply(_after_tools(user_text, rounds, results)), "end_turn"
 
     def _stream_message(self, message: Message) -> Iterator[StreamEvent]:
         index = 0
@@ -175,22 +180,24 @@ class ScriptedProvider(ModelProvider):
             time.sleep(self.frame_delay)
 
 
-def _after_tools(rounds: list[list[PlannedCall]], results: list[ToolResultPart]) -> str:
-    first = rounds[0][0].name
+def _after_tools(
+    command: str, rounds: list[list[PlannedCall]], results: list[ToolResultPart]
+) -> str:
+    if command.strip().lower().startswith("call "):
+        return _quote(results)  # `call <tool> …` always quotes, whichever tool it named
+    # remember / what do you remember? / forget everything: one working-notes call.
+    name = rounds[0][0].name
     last = results[-1] if results else None
-    single = len(rounds) == 1 and len(rounds[0]) == 1
-    if last is not None and last.is_error and single and first.startswith("working_notes_"):
+    if last is not None and last.is_error:
         return f"I could not do that: {last.content}"
-    if first == "working_notes_update" and len(rounds) == 1:
+    if name == "working_notes_update":
         return "Noted."
-    if first == "working_notes_clear" and len(rounds) == 1:
+    if name == "working_notes_clear":
         return "Forgotten."
-    if first == "working_notes_get" and len(rounds) == 1:
-        content = last.content if last is not None else ""
-        if not content.strip() or content == WORKING_NOTES_EMPTY_TEXT:
-            return "I have no working notes yet."
-        return f"Here is what I remember:\n{content}"
-    return _quote(results)
+    content = last.content if last is not None else ""
+    if not content.strip() or content == WORKING_NOTES_EMPTY_TEXT:
+        return "I have no working notes yet."
+    return f"Here is what I remember:\n{content}"
 
 
 def _quote(results: list[ToolResultPart]) -> str:

@@ -128,6 +128,12 @@ class ToolRegistry:
             return ToolResult(
                 f"Error: tool {name} returned {type(result).__name__}, not a ToolResult", True
             )
+        if not isinstance(result.content, str):
+            return ToolResult(
+                f"Error: tool {name} returned content of type "
+                f"{type(result.content).__name__}, not text",
+                True,
+            )
         return result
 
 
