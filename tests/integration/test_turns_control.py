@@ -34,8 +34,11 @@ from turnkeep.providers.base import (
     ResponseDone,
     StreamEvent,
     TextPart,
+    ToolCallDelta,
     ToolCallPart,
+    ToolCallStart,
     ToolResultPart,
+    Usage,
     check_transcript,
 )
 from turnkeep.system_prompt import resolve_system
@@ -330,3 +333,48 @@ def test_duplicate_tool_call_ids_fail_the_turn_naming_the_id_and_leave_no_open_c
     assert result.error == "model error: duplicate tool call ids ['dup']"
     check_transcript(h.transcript())
     assert h.scope_residue("op-dup-ids") == 0
+
+
+class _CallsEvenWhenToolsAreOff(ModelProvider):
+    """A model that makes a tool call in every round, tools offered or not (some do)."""
+
+    name = "stubborn"
+
+    def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        number = sum(1 for m in request.messages if m.role == "assistant")
+        call = ToolCallPart(f"call-{number}", "echo", '{"text": "again"}')
+        yield ToolCallStart(0, call.id, call.name)
+        yield ToolCallDelta(0, call.arguments)
+        yield ResponseDone(
+            ModelResponse(Message("assistant", (call,)), "tool_use", Usage(1, 1), "stubborn")
+        )
+
+
+def test_tool_calls_made_in_the_wrap_up_round_are_answered_and_the_next_turn_still_runs(
+    tmp_path: Path,
+) -> None:
+    h = make_harness(
+        tmp_path,
+        provider=_CallsEvenWhenToolsAreOff(),
+        limits=HarnessLimits(wall_clock_seconds=10, frame_interval_ms=0),
+    )
+    op = "op-stubborn"
+    _start(h, op, "go")
+    out = model_step(h.deps, ModelStepInput(session_id=h.session_id, op_id=op, round=0))
+    for call_id in out.call_ids:
+        tool_step(h.deps, ToolStepInput(session_id=h.session_id, op_id=op, call_id=call_id))
+    h.clock.advance(11)
+
+    result = resume_turn(h.deps, h.session_id, op)
+
+    assert result.status == "completed"
+    check_transcript(h.transcript())  # the wrap-up's call got an explicit result
+    assert h.scope_residue(op) == 0
+    h.clock.advance(1)
+    follow_up = run_turn(h.deps, h.session_id, USER, "and now?", op_id="op-after")
+    # The stubborn model never stops calling: the next turn runs until its step cap, which it
+    # could not if the wrap-up's call had been left without a result (TranscriptError).
+    assert follow_up.status == "failed"
+    assert follow_up.error is not None
+    assert follow_up.error.startswith("max_steps_exceeded")
+    check_transcript(h.transcript())

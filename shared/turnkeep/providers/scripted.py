@@ -23,6 +23,7 @@ pieces; the final response carries usage (characters / 4) and the stop reason.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -58,18 +59,24 @@ class PlannedCall:
 def notes_from_system(system: str) -> str:
     """The notes text folded into `system` ('' when the prompt has no working-notes block).
 
-    The fold (`turnkeep.system_prompt.resolve_system`) puts the notes verbatim between the
-    ``--- begin working notes ---`` and ``--- end working notes ---`` lines after the heading.
+    The fold (`turnkeep.system_prompt.resolve_system`) puts the notes verbatim between tagged
+    ``--- begin working notes <tag> ---`` / ``--- end working notes <tag> ---`` lines after the
+    heading; only the end line with the begin line's tag closes the block.
     """
     start = system.find(WORKING_NOTES_HEADING)
     if start < 0:
         return ""
-    begin = system.find(WORKING_NOTES_OPEN + "\n", start)
-    if begin < 0:
+    opened = _NOTES_OPEN.search(system, start)
+    if opened is None:
         return ""
-    begin += len(WORKING_NOTES_OPEN) + 1
-    end = system.find("\n" + WORKING_NOTES_CLOSE, begin)
-    return system[begin : end if end >= 0 else len(system)]
+    close = "\n" + WORKING_NOTES_CLOSE.format(tag=opened.group("tag"))
+    end = system.find(close, opened.end())
+    return system[opened.end() : end if end >= 0 else len(system)]
+
+
+_NOTES_OPEN = re.compile(
+    re.escape(WORKING_NOTES_OPEN).replace(re.escape("{tag}"), "(?P<tag>[0-9a-f]{12})") + "\n"
+)
 
 
 def plan_rounds(text: str, current_notes: str) -> list[list[PlannedCall]] | None:
