@@ -10,12 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TextIO
 
-from turnkeep.envelope import EnvelopeStore, open_envelope_store
-from turnkeep.harness import HarnessDeps, HarnessLimits, TurnConflictError, TurnResult, run_turn
+from turnkeep.harness import HarnessDeps, TurnConflictError, TurnResult, run_turn
 from turnkeep.harness.orchestrator import ToolOutcome
 from turnkeep.harness.state import (
     CHECKPOINT_NS,
@@ -27,7 +25,6 @@ from turnkeep.harness.state import (
     response_id,
 )
 from turnkeep.providers.base import (
-    ModelProvider,
     ResponseDone,
     StreamEvent,
     TextDelta,
@@ -35,8 +32,8 @@ from turnkeep.providers.base import (
     ToolCallStart,
 )
 from turnkeep.providers.scripted import ScriptedProvider
+from turnkeep.runtime import build_runtime
 from turnkeep.settings import TurnkeepSettings
-from turnkeep.storage import Storage, open_storage
 
 DEMO_USER = "demo-user"
 DEMO_SCRIPT: tuple[str, ...] = (
@@ -96,47 +93,6 @@ class StreamPrinter:
             self._in_text = False
 
 
-@dataclass
-class LocalRuntime:
-    """Deps of local mode plus the handles it holds open for the run."""
-
-    deps: HarnessDeps
-    envelopes: EnvelopeStore
-    storage_url: str
-    keeper: Storage
-
-    def close(self) -> None:
-        """Release the envelope store and the keeper handle."""
-        self.envelopes.close()
-        self.keeper.close()
-
-
-def _local_runtime(
-    settings: TurnkeepSettings, provider: ModelProvider | Callable[[str | None], ModelProvider]
-) -> LocalRuntime:
-    if not settings.storage_url or not settings.envelope_url:
-        settings.local_dir.mkdir(parents=True, exist_ok=True)
-    storage_url = settings.storage_url_or_local()
-    # Opened first and held for the run: the SQLite storage refuses a file that already holds
-    # foreign tables without its schema version (the envelope store shares the file), and an
-    # open handle spares every step's close a WAL checkpoint.
-    keeper = open_storage(storage_url, "local-keeper")
-    envelopes = open_envelope_store(settings.envelope_url_or_local())
-    limits = HarnessLimits(
-        max_steps=settings.max_steps,
-        wall_clock_seconds=settings.wall_clock_seconds,
-        frame_interval_ms=settings.frame_interval_ms,
-        frame_max_bytes=settings.frame_max_bytes,
-    )
-    deps = HarnessDeps(
-        open_storage=lambda session_id: open_storage(storage_url, session_id),
-        envelopes=envelopes,
-        provider=provider,
-        limits=limits,
-    )
-    return LocalRuntime(deps, envelopes, storage_url, keeper)
-
-
 DEMO_LEGEND = """\
 The model is `scripted`: a deterministic offline model that calls real tools through the same
 path as Bedrock or an OpenAI-compatible model would. Each turn prints:
@@ -178,7 +134,7 @@ def run_demo(args: argparse.Namespace, out: TextIO) -> int:
     """Run DEMO_SCRIPT as turns of one new session and check each operation scope is gone."""
     settings = TurnkeepSettings()
     provider = ScriptedProvider(frame_delay=args.delay)
-    runtime = _local_runtime(settings, provider)
+    runtime = build_runtime(settings, provider=provider)
     deps, envelopes, storage_url = runtime.deps, runtime.envelopes, runtime.storage_url
     session_id = f"demo-{uuid.uuid4().hex[:12]}"
     envelopes.create(session_id, DEMO_USER, {"title": "turnkeep demo"})
@@ -227,13 +183,7 @@ def run_chat(args: argparse.Namespace, inp: TextIO, out: TextIO) -> int:
     """Interactive line-based chat: each line is one turn, streamed; `/quit` or EOF ends."""
     settings = TurnkeepSettings()
     model = args.model or settings.model
-
-    def resolve(spec: str | None) -> ModelProvider:
-        from turnkeep.providers.factory import provider_from_config
-
-        return provider_from_config(spec or model)
-
-    runtime = _local_runtime(settings, resolve)
+    runtime = build_runtime(settings.model_copy(update={"model": model}))
     deps, envelopes, storage_url = runtime.deps, runtime.envelopes, runtime.storage_url
     session_id = args.session or f"chat-{uuid.uuid4().hex[:12]}"
     if envelopes.get(session_id) is None:

@@ -53,7 +53,7 @@ class Runtime:
 def build_runtime(
     settings: TurnkeepSettings | None = None,
     *,
-    provider: ModelProvider | None = None,
+    provider: ModelProvider | ProviderResolver | None = None,
 ) -> Runtime:
     """Open the envelope store and wire HarnessDeps for `settings` (default: the environment).
 
