@@ -397,6 +397,25 @@ def _request(
     )
 
 
+def _commit_round(
+    deps: HarnessDeps,
+    storage: Storage,
+    state: OperationState,
+    new_state: OperationState,
+    writes: list[Write],
+) -> ModelStepOutput | None:
+    """Commit a settled round with the new op state, fenced; the `done` output if the turn
+    ended meanwhile (the round is then not recorded), else None."""
+    op = state.op_id
+    writes.append(set_value(op_address(op), new_state.model_dump(mode="json")))
+    try:
+        result = fenced_commit(storage, op, writes)
+    except FencedWriteError:
+        return _ended_output(storage, state.session_id, op, state.round)
+    _envelope_progress(deps, state.session_id, op, result.seqs[-1], new_state)
+    return None
+
+
 def _settle_response(
     deps: HarnessDeps,
     storage: Storage,
@@ -480,12 +499,9 @@ def _settle_response(
             "last_entry_id": entry_id,
         }
     )
-    writes.append(set_value(op_address(op), new_state.model_dump(mode="json")))
-    try:
-        result = fenced_commit(storage, op, writes)
-    except FencedWriteError:  # the turn ended meanwhile: this round is not recorded
-        return _ended_output(storage, state.session_id, op, state.round)
-    _envelope_progress(deps, state.session_id, op, result.seqs[-1], new_state)
+    ended = _commit_round(deps, storage, state, new_state, writes)
+    if ended is not None:
+        return ended
     return ModelStepOutput(
         session_id=state.session_id,
         op_id=op,
@@ -532,12 +548,9 @@ def _settle_interrupted(
             "last_entry_id": entry_id,
         }
     )
-    writes.append(set_value(op_address(op), new_state.model_dump(mode="json")))
-    try:
-        result = fenced_commit(storage, op, writes)
-    except FencedWriteError:  # the turn ended meanwhile: this round is not recorded
-        return _ended_output(storage, state.session_id, op, state.round)
-    _envelope_progress(deps, state.session_id, op, result.seqs[-1], new_state)
+    ended = _commit_round(deps, storage, state, new_state, writes)
+    if ended is not None:
+        return ended
     return ModelStepOutput(
         session_id=state.session_id,
         op_id=op,
