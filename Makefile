@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup local test lint bench clean
+.PHONY: setup local serve test lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,11 @@ setup: $(STAMP)
 ## Run the main job locally: scripted-model turns on SQLite, streamed to the terminal.
 local: $(STAMP)
 	$(BIN)/turnkeep demo
+
+## Serve the HTTP API on 127.0.0.1 (PORT=8787): SQLite, scripted model, dev tokens.
+PORT ?= 8787
+serve: $(STAMP)
+	$(BIN)/python -m turnkeep.api --port $(PORT)
 
 ## Run the whole test suite.
 test: $(STAMP)

@@ -1,0 +1,51 @@
+"""HTTP API Lambda: the turnkeep FastAPI app behind API Gateway (HTTP API, payload format 2.0).
+
+Built once per container, on the first request, from the environment: TURNKEEP_STORAGE_URL,
+TURNKEEP_ENVELOPE_URL (through `turnkeep.lambda_runtime.runtime()`, shared with the step
+handlers), TURNKEEP_STATE_MACHINE_ARN, plus TURNKEEP_MODEL / TURNKEEP_ALLOWED_MODELS and the caps
+of `turnkeep.api.ApiSettings`. The caller is the JWT authorizer's `sub` claim; each started turn
+becomes one Step Functions execution named by its operation id.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, cast
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from mangum import Mangum
+
+from turnkeep.api import ApiSettings, JwtClaimsAuthenticator, StepFunctionsLauncher, create_app
+from turnkeep.lambda_runtime import runtime
+
+logger = Logger(service="turnkeep-api")
+tracer = Tracer(service="turnkeep-api")
+metrics = Metrics(namespace="turnkeep", service="turnkeep-api")
+
+
+@functools.cache
+def asgi_handler() -> Mangum:
+    """The Mangum-wrapped app of this container (built on first use, not at import)."""
+    import boto3
+
+    settings = ApiSettings()
+    launcher = StepFunctionsLauncher(
+        boto3.session.Session().client("stepfunctions"), settings.state_machine_arn
+    )
+    app = create_app(runtime(), launcher, JwtClaimsAuthenticator(), settings=settings)
+    return Mangum(app, lifespan="off")
+
+
+@logger.inject_lambda_context(correlation_id_path="requestContext.requestId")
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """API Gateway HTTP API event -> FastAPI -> HTTP response dict."""
+    metrics.add_metric(name="ApiRequests", unit=MetricUnit.Count, value=1)
+    # Mangum's own LambdaContext protocol differs from Powertools' in attribute mutability only.
+    response: dict[str, Any] = asgi_handler()(event, cast(Any, context))
+    if int(response.get("statusCode", 500)) >= 500:
+        metrics.add_metric(name="ApiServerErrors", unit=MetricUnit.Count, value=1)
+    return response

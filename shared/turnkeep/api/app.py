@@ -1,0 +1,41 @@
+"""`create_app(runtime, launcher, authenticator)`: the turnkeep HTTP API as a FastAPI app."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from turnkeep.api import sessions, turns
+from turnkeep.api.auth import Authenticator
+from turnkeep.api.context import ApiContext
+from turnkeep.api.errors import install_error_handlers
+from turnkeep.api.launch import Launcher
+from turnkeep.api.settings import ApiSettings
+from turnkeep.runtime import Runtime
+
+DESCRIPTION = """Durable AI-agent turns. Every error is `{"error": {"code", "message", "field"?}}`.
+The caller is the `sub` claim of the API Gateway JWT authorizer (locally: `Bearer dev-<user>`).
+Turn events are paged by the session's global sequence: see docs/api.md."""
+
+
+def create_app(
+    runtime: Runtime,
+    launcher: Launcher,
+    authenticator: Authenticator,
+    *,
+    settings: ApiSettings | None = None,
+) -> FastAPI:
+    """The API over `runtime` (harness deps + envelope store); turns are run by `launcher`."""
+    api_settings = settings or ApiSettings()
+    app = FastAPI(
+        title="turnkeep",
+        version="0.1.0",
+        description=DESCRIPTION,
+        openapi_url="/openapi.json",
+        docs_url="/docs" if authenticator.local else None,
+        redoc_url=None,
+    )
+    app.state.turnkeep = ApiContext(runtime, launcher, authenticator, api_settings)
+    install_error_handlers(app, max_body_bytes=api_settings.max_body_bytes)
+    app.include_router(sessions.router)
+    app.include_router(turns.router)
+    return app

@@ -1,0 +1,169 @@
+"""Request and response bodies of the HTTP API (pydantic; they make the OpenAPI schema)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+
+SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+"""Session ids: the storage rule (file- and key-safe), 1-128 characters."""
+TURN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$"
+"""Turn (operation) ids: the harness rule, 1-100 characters."""
+
+MetaValue = StrictStr | StrictInt | StrictFloat | StrictBool
+TurnStatus = Literal["idle", "running", "cancelling", "completed", "failed", "aborted", "deleting"]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CreateSessionRequest(_Body):
+    """A new session owned by the caller; the id is generated unless the client picks one."""
+
+    session_id: str | None = Field(
+        default=None,
+        pattern=SESSION_ID_PATTERN,
+        description="client-chosen id (1-128 of A-Z a-z 0-9 . _ : -); 409 when taken",
+    )
+    title: StrictStr | None = Field(default=None, description="host meta `title` (≤ 1 KiB)")
+
+
+class StartTurnRequest(_Body):
+    """A user message; the turn runs in the background."""
+
+    text: StrictStr = Field(description="the user message (capped, see `max_message_bytes`)")
+    model: StrictStr | None = Field(
+        default=None,
+        max_length=512,
+        description="model spec; must be the server default or in its allow-list",
+    )
+
+
+class TurnSummary(BaseModel):
+    """The session's latest turn as the envelope records it."""
+
+    turn_id: str | None = None
+    status: TurnStatus = "idle"
+    started_at: int | None = Field(default=None, description="epoch ms")
+    finished_at: int | None = Field(default=None, description="epoch ms")
+    error: str | None = None
+    step_count: int | None = None
+    usage: dict[str, Any] | None = None
+
+
+class SessionView(BaseModel):
+    """A session envelope as its owner sees it (host meta; working notes via /notes)."""
+
+    session_id: str
+    created_at: int = Field(description="epoch ms")
+    updated_at: int = Field(description="epoch ms")
+    meta: dict[str, MetaValue] = Field(description="host meta keys")
+    turn: TurnSummary
+    has_working_notes: bool
+
+
+class SessionList(BaseModel):
+    """The caller's sessions, oldest first."""
+
+    sessions: list[SessionView]
+
+
+class TurnAccepted(BaseModel):
+    """A started turn."""
+
+    turn_id: str
+    status: TurnStatus
+
+
+class Usage(BaseModel):
+    """Token usage summed over the turn's model rounds."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+class TurnView(BaseModel):
+    """Status of one turn."""
+
+    turn_id: str
+    session_id: str
+    status: TurnStatus
+    finished: bool
+    error: str | None = None
+    rounds: int = Field(description="model rounds settled so far")
+    usage: Usage
+
+
+class CancelView(BaseModel):
+    """What a cancel request found or did."""
+
+    turn_id: str
+    status: TurnStatus
+    cancel_requested: bool = Field(
+        description="false when the turn had already ended (nothing changed)"
+    )
+
+
+class Delta(BaseModel):
+    """One coalesced piece of a streamed response."""
+
+    type: Literal["text", "tool_call", "tool_args"]
+    text: str | None = None
+    index: int | None = None
+    id: str | None = None
+    name: str | None = None
+
+
+class Event(BaseModel):
+    """One event of a turn, numbered by the session's global sequence.
+
+    `frame`: provisional streamed deltas of response `response_id` (the running round).
+    `entry`: a settled transcript entry; an assistant entry with id == `response_id` supersedes
+    the frames of that response.
+    """
+
+    seq: int
+    kind: Literal["frame", "entry"]
+    response_id: str | None = None
+    round: int | None = None
+    # frame fields
+    deltas: list[Delta] | None = None
+    text: str | None = Field(default=None, description="frame: the text deltas joined")
+    final: bool | None = Field(default=None, description="frame: the round's last frame")
+    # entry fields
+    entry_id: str | None = None
+    parent_id: str | None = None
+    role: str | None = None
+    parts: list[dict[str, Any]] | None = None
+    interrupted: bool | None = None
+    call_id: str | None = None
+    stop_reason: str | None = None
+
+
+class EventsPage(BaseModel):
+    """A page of a turn's events after `cursor`; poll again with `next_cursor`."""
+
+    turn_id: str
+    status: TurnStatus
+    events: list[Event]
+    next_cursor: int = Field(description="the last seq returned (or the cursor sent)")
+    finished: bool = Field(description="true once the turn ended and every event was returned")
+
+
+class TranscriptPage(BaseModel):
+    """Settled entries after `cursor`, in sequence order."""
+
+    entries: list[Event]
+    next_cursor: int
+    has_more: bool
+
+
+class NotesView(BaseModel):
+    """The session's working notes (read-only here: the tools are the only writers)."""
+
+    notes: str | None
+    bytes: int

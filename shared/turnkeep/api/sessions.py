@@ -1,0 +1,162 @@
+"""Session routes: create, list, get, delete, host meta PUT, notes, transcript."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Query, Response
+
+from turnkeep.api.context import Ctx, SessionId, User
+from turnkeep.api.errors import ApiError
+from turnkeep.api.models import (
+    CreateSessionRequest,
+    MetaValue,
+    NotesView,
+    SessionList,
+    SessionView,
+    TranscriptPage,
+)
+from turnkeep.api.views import DELETE_MARKER, session_view, transcript_page
+from turnkeep.envelope import (
+    HOST_META_KEYS,
+    WORKER_META_KEYS,
+    EnvelopeConflictError,
+    EnvelopeExistsError,
+    MetaValidationError,
+)
+from turnkeep.harness.state import STARTABLE_STATUSES
+from turnkeep.storage import open_repository
+
+router = APIRouter(prefix="/sessions", tags=["sessions"])
+
+Cursor = Annotated[
+    int | None,
+    Query(ge=0, le=2**62, description="exclusive: the `next_cursor` of the previous page"),
+]
+Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
+
+
+@router.post("", status_code=201, response_model=SessionView)
+def create_session(ctx: Ctx, user: User, body: CreateSessionRequest | None = None) -> SessionView:
+    """Create a session owned by the caller (409 when a client-chosen id is taken)."""
+    request = body or CreateSessionRequest()
+    session_id = request.session_id or f"s-{uuid.uuid4().hex}"
+    host = {} if request.title is None else {"title": request.title}
+    try:
+        envelope = ctx.runtime.envelopes.create(session_id, user, host)
+    except EnvelopeExistsError:
+        raise ApiError(
+            409, "session_exists", f"session_id: {session_id!r} is taken", field="session_id"
+        ) from None
+    except MetaValidationError as exc:
+        raise ApiError(422, "validation_error", str(exc), field="title") from None
+    return session_view(envelope)
+
+
+@router.get("", response_model=SessionList)
+def list_sessions(ctx: Ctx, user: User) -> SessionList:
+    """The caller's sessions, oldest first."""
+    return SessionList(
+        sessions=[session_view(e) for e in ctx.runtime.envelopes.list_for_owner(user)]
+    )
+
+
+@router.get("/{session_id}", response_model=SessionView)
+def get_session(ctx: Ctx, user: User, session_id: SessionId) -> SessionView:
+    """One of the caller's sessions."""
+    return session_view(ctx.owned(user, session_id))
+
+
+@router.delete("/{session_id}", status_code=204, response_class=Response)
+def delete_session(ctx: Ctx, user: User, session_id: SessionId) -> Response:
+    """Remove the envelope and every stored record of the session; 409 while a turn runs."""
+    ctx.owned(user, session_id)
+    envelopes = ctx.runtime.envelopes
+    try:
+        # Claim the session like a turn start would, so no turn can start while we delete.
+        envelopes.update_worker_meta(
+            session_id,
+            {"turnStatus": "running", "turnRunId": DELETE_MARKER},
+            expect={"turnStatus": STARTABLE_STATUSES},
+            owner_id=user,
+        )
+    except EnvelopeConflictError:
+        current = ctx.owned(user, session_id)
+        if current.meta.get("turnRunId") != DELETE_MARKER:  # else: finish an earlier delete
+            raise ApiError(
+                409,
+                "turn_running",
+                f"session {session_id!r} has a turn in progress "
+                f"({current.meta.get('turnRunId')!r}); cancel it and wait for it to end first",
+            ) from None
+    repository = open_repository(ctx.runtime.storage_url)
+    try:
+        repository.delete_session(session_id)
+    finally:
+        repository.close()
+    envelopes.delete(session_id)
+    return Response(status_code=204)
+
+
+@router.put("/{session_id}/meta", response_model=SessionView)
+def put_meta(
+    ctx: Ctx,
+    user: User,
+    session_id: SessionId,
+    meta: Annotated[
+        dict[str, MetaValue | None],
+        Body(description="the full host key set: a key left out is cleared; null clears too"),
+    ],
+) -> SessionView:
+    """Replace the host meta keys (never the working notes or any worker key)."""
+    ctx.owned(user, session_id)
+    for key in meta:
+        if key == "workingNotes":
+            raise ApiError(
+                400,
+                "worker_key",
+                "meta key 'workingNotes' is written only by the working_notes_* tools; "
+                "a host PUT may not set it (omit it: the PUT never touches worker keys)",
+                field=key,
+            )
+        if key in WORKER_META_KEYS:
+            raise ApiError(
+                400,
+                "worker_key",
+                f"meta key {key!r} is owned by the turn worker; a host PUT may not set it",
+                field=key,
+            )
+        if key not in HOST_META_KEYS:
+            raise ApiError(
+                400,
+                "unknown_meta_key",
+                f"unknown meta key {key!r}; host keys are: {', '.join(sorted(HOST_META_KEYS))}",
+                field=key,
+            )
+    try:
+        envelope = ctx.runtime.envelopes.put_host_meta(
+            session_id, user, {k: v for k, v in meta.items() if v is not None}
+        )
+    except MetaValidationError as exc:
+        raise ApiError(422, "invalid_meta", str(exc)) from None
+    return session_view(envelope)
+
+
+@router.get("/{session_id}/notes", response_model=NotesView)
+def get_notes(ctx: Ctx, user: User, session_id: SessionId) -> NotesView:
+    """The working notes (read-only: only the working_notes_* tools write them)."""
+    notes = ctx.owned(user, session_id).working_notes
+    return NotesView(notes=notes, bytes=len(notes.encode("utf-8")) if notes else 0)
+
+
+@router.get(
+    "/{session_id}/transcript", response_model=TranscriptPage, response_model_exclude_none=True
+)
+def get_transcript(
+    ctx: Ctx, user: User, session_id: SessionId, cursor: Cursor = None, limit: Limit = 100
+) -> TranscriptPage:
+    """Settled transcript entries after `cursor`, in sequence order."""
+    ctx.owned(user, session_id)
+    with ctx.storage(session_id) as storage:
+        return transcript_page(storage, cursor, limit)

@@ -1,0 +1,46 @@
+"""Settings of the HTTP API (env prefix ``TURNKEEP_``), next to the harness's TurnkeepSettings."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MAX_MESSAGE_BYTES_DEFAULT = 32768
+
+
+class ApiSettings(BaseSettings):
+    """Request caps, the per-session turn-start rate limit, the model allow-list, launchers."""
+
+    model_config = SettingsConfigDict(env_prefix="TURNKEEP_", extra="ignore")
+
+    max_message_bytes: int = Field(
+        default=MAX_MESSAGE_BYTES_DEFAULT,
+        ge=1,
+        le=1_048_576,
+        description="cap on a user message (UTF-8 bytes); longer text is rejected, never cut",
+    )
+    max_body_bytes: int = Field(
+        default=1_048_576, ge=1024, description="requests with a larger body are rejected (413)"
+    )
+    turn_start_limit: int = Field(
+        default=10, ge=1, description="turn starts allowed per session per rate window"
+    )
+    turn_start_window_seconds: float = Field(
+        default=60.0, gt=0, description="length of the turn-start rate window"
+    )
+    allowed_models: list[str] = Field(
+        default_factory=list,
+        description="model specs a request may name besides the default (TURNKEEP_MODEL); "
+        "a JSON list. Requests never choose arbitrary provider URLs or credentials.",
+    )
+    state_machine_arn: str = Field(
+        default="", description="Step Functions state machine the Lambda launcher starts"
+    )
+    local_workers: int = Field(
+        default=4, ge=1, le=64, description="threads of the local in-process orchestrator"
+    )
+    local_max_pending: int = Field(
+        default=64,
+        ge=1,
+        description="turns the local orchestrator accepts at once (running+queued)",
+    )

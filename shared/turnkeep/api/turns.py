@@ -1,0 +1,166 @@
+"""Turn routes: start (202), status, cancel, events paged by the global sequence."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
+
+from turnkeep.api.context import ApiContext, Ctx, SessionId, TurnId, User
+from turnkeep.api.errors import ApiError, not_found
+from turnkeep.api.models import CancelView, EventsPage, StartTurnRequest, TurnAccepted, TurnView
+from turnkeep.api.ratelimit import reserve_turn_start
+from turnkeep.api.sessions import Cursor
+from turnkeep.api.views import DELETE_MARKER, TurnNotFound, turn_events, turn_view
+from turnkeep.harness import (
+    FailTurnInput,
+    StartTurnInput,
+    cancel_turn,
+    fail_turn,
+    new_op_id,
+    start_turn,
+)
+
+logger = logging.getLogger("turnkeep.api")
+
+router = APIRouter(prefix="/sessions/{session_id}/turns", tags=["turns"])
+
+EventLimit = Annotated[int, Query(ge=1, le=1000, description="events per page")]
+
+
+def _check_text(ctx: ApiContext, text: str) -> None:
+    if not text.strip():
+        raise ApiError(422, "validation_error", "text: must not be empty or blank", field="text")
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ApiError(
+            422,
+            "validation_error",
+            "text: contains a lone surrogate (not valid Unicode)",
+            field="text",
+        ) from None
+    cap = ctx.settings.max_message_bytes
+    if size > cap:
+        raise ApiError(
+            422,
+            "message_too_large",
+            f"text: is {size} bytes of UTF-8; the cap is {cap} bytes (messages are never cut)",
+            field="text",
+        )
+
+
+def _check_model(ctx: ApiContext, model: str | None) -> None:
+    if model is None:
+        return
+    allowed = {ctx.runtime.settings.model, *ctx.settings.allowed_models}
+    if model not in allowed:
+        raise ApiError(
+            422,
+            "model_not_allowed",
+            f"model: {model!r} is not offered by this server; "
+            f"allowed: {', '.join(sorted(allowed))}",
+            field="model",
+        )
+
+
+@router.post("", status_code=202, response_model=TurnAccepted)
+def start(
+    ctx: Ctx, user: User, session_id: SessionId, body: StartTurnRequest, response: Response
+) -> TurnAccepted:
+    """Start a turn: record the message, hand the turn to the orchestrator, answer at once."""
+    _check_text(ctx, body.text)
+    _check_model(ctx, body.model)
+    envelope = ctx.owned(user, session_id)
+    meta = envelope.meta
+    if meta.get("turnStatus") in ("running", "cancelling"):
+        running = meta.get("turnRunId")
+        what = "is being deleted" if running == DELETE_MARKER else f"runs turn {running!r}"
+        raise ApiError(409, "turn_running", f"session {session_id!r} {what}; one turn at a time")
+    reserve_turn_start(
+        ctx.runtime.envelopes,
+        session_id,
+        user,
+        limit=ctx.settings.turn_start_limit,
+        window_seconds=ctx.settings.turn_start_window_seconds,
+        now_ms=ctx.now_ms(),
+    )
+    op_id = new_op_id()
+    deps = ctx.runtime.deps
+    start_turn(
+        deps,
+        StartTurnInput(
+            session_id=session_id, op_id=op_id, user_id=user, text=body.text, model=body.model
+        ),
+    )
+    try:
+        ctx.launcher.launch(session_id, op_id)
+    except Exception as exc:
+        logger.exception("launch of turn %s in session %s failed", op_id, session_id)
+        # Nothing will drive the turn: end it now so the session is not stuck "running".
+        fail_turn(
+            deps,
+            FailTurnInput(
+                session_id=session_id,
+                op_id=op_id,
+                error=f"the turn could not be launched: {type(exc).__name__}: {exc}",
+            ),
+        )
+        raise ApiError(
+            503,
+            "launch_failed",
+            f"the turn could not be started ({type(exc).__name__}); it was recorded as failed, "
+            "try again",
+            headers={"Retry-After": "1"},
+        ) from None
+    response.headers["Location"] = f"/sessions/{session_id}/turns/{op_id}"
+    return TurnAccepted(turn_id=op_id, status="running")
+
+
+@router.get("/{turn_id}", response_model=TurnView)
+def status(ctx: Ctx, user: User, session_id: SessionId, turn_id: TurnId) -> TurnView:
+    """Status of one turn: running / cancelling / completed / failed / aborted."""
+    envelope = ctx.owned(user, session_id)
+    with ctx.storage(session_id) as storage:
+        try:
+            return turn_view(storage, envelope, turn_id)
+        except TurnNotFound:
+            raise not_found("turn") from None
+
+
+@router.post("/{turn_id}/cancel", status_code=202, response_model=CancelView)
+def cancel(
+    ctx: Ctx, user: User, session_id: SessionId, turn_id: TurnId, response: Response
+) -> CancelView:
+    """Ask a running turn to stop (202); a turn that already ended answers 200, unchanged."""
+    envelope = ctx.owned(user, session_id)
+    with ctx.storage(session_id) as storage:
+        try:
+            view = turn_view(storage, envelope, turn_id)
+        except TurnNotFound:
+            raise not_found("turn") from None
+    if view.finished:
+        response.status_code = 200
+        return CancelView(turn_id=turn_id, status=view.status, cancel_requested=False)
+    result = cancel_turn(ctx.runtime.deps, session_id, turn_id)
+    return CancelView(turn_id=turn_id, status=result.status, cancel_requested=True)  # type: ignore[arg-type]
+
+
+@router.get("/{turn_id}/events", response_model=EventsPage, response_model_exclude_none=True)
+def events(
+    *,
+    ctx: Ctx,
+    user: User,
+    session_id: SessionId,
+    turn_id: TurnId,
+    cursor: Cursor = None,
+    limit: EventLimit = 200,
+) -> EventsPage:
+    """The turn's events after `cursor`: frames of the streaming round, then settled entries."""
+    envelope = ctx.owned(user, session_id)
+    with ctx.storage(session_id) as storage:
+        try:
+            return turn_events(storage, envelope, turn_id, cursor, limit)
+        except TurnNotFound:
+            raise not_found("turn") from None
