@@ -20,6 +20,7 @@ from moto import mock_aws
 from tests.support.aws_template import create_bucket, create_table, load_template
 from tests.support.lambda_host import (
     ROOT,
+    FakeContext,
     LambdaHost,
     dummy_zip,
     hosted_lambdas,
@@ -236,3 +237,70 @@ def test_a_retryable_step_failure_is_retried_with_the_same_input(deployed: Deplo
     finish_calls = [c for c in deployed.host.calls if c[0] == "FinishTurnFunction"]
     assert [c[2] for c in finish_calls] == ["RetryableStepError", None]
     assert finish_calls[0][1] == finish_calls[1][1]
+
+
+def _api_event(name: str, path: str, query: str = "", body: str | None = None) -> dict[str, Any]:
+    sample = ROOT / "events" / "api" / f"{name}.json"
+    event: dict[str, Any] = json.loads(sample.read_text(encoding="utf-8"))
+    event["rawPath"] = path
+    event["requestContext"]["http"]["path"] = path
+    event["rawQueryString"] = query
+    if body is not None:
+        event["body"] = body
+        event["headers"]["content-length"] = str(len(body.encode()))
+    return event
+
+
+def test_a_turn_started_through_the_api_lambda_runs_on_step_functions_and_streams_back(
+    deployed: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """API Gateway event -> API Lambda -> StartExecution -> the state machine's step Lambdas ->
+    DynamoDB/S3, then the events route pages the settled turn back by global sequence."""
+    monkeypatch.setenv("TURNKEEP_STATE_MACHINE_ARN", deployed.state_machine_arn)
+    api = load_function_module("api")
+
+    def call(event: dict[str, Any]) -> tuple[int, Any]:
+        answer: dict[str, Any] = api.handler(event, FakeContext(function_name="ApiFunction"))
+        return int(answer["statusCode"]), json.loads(answer["body"]) if answer["body"] else None
+
+    session = "sample-session"  # the id in the sample events
+    status, _ = call(_api_event("create_session", "/sessions"))
+    assert status == 201
+    status, started = call(
+        _api_event(
+            "start_turn",
+            f"/sessions/{session}/turns",
+            body=json.dumps({"text": 'call calculator {"expression": "6*7"}'}),
+        )
+    )
+    assert status == 202
+    turn = started["turn_id"]
+
+    events: list[dict[str, Any]] = []
+    cursor = 0
+    deadline = time.monotonic() + 60
+    finished = False
+    while not finished and time.monotonic() < deadline:
+        status, page = call(
+            _api_event(
+                "get_events",
+                f"/sessions/{session}/turns/{turn}/events",
+                f"cursor={cursor}&limit=100",
+            )
+        )
+        assert status == 200
+        events.extend(page["events"])
+        cursor, finished = page["next_cursor"], page["finished"]
+        if not finished:
+            time.sleep(0.05)
+
+    assert finished
+    assert page["status"] == "completed"
+    seqs = [e["seq"] for e in events]
+    assert seqs == sorted(set(seqs))  # each event once, in global-sequence order
+    entries = [e for e in events if e["kind"] == "entry"]
+    assert [e["role"] for e in entries] == ["user", "assistant", "tool", "assistant"]
+    assert "42" in json.dumps(entries[-1]["parts"])
+    invoked = [name for name, _event, _error in deployed.host.calls]
+    assert invoked.count("ModelStepFunction") == 2
+    assert invoked[-1] == "FinishTurnFunction"
