@@ -9,6 +9,7 @@ import pytest
 from tests.conformance.backends import BackendHarness
 from tests.conformance.storage_helpers import now_and_after_reopen
 from turnkeep.storage import (
+    FORK_MARKER,
     SESSION_SCOPE,
     EntryConflictError,
     Storage,
@@ -17,6 +18,7 @@ from turnkeep.storage import (
     UsageRow,
     append_list,
     ephemeral_scope,
+    fork_session,
     insert_entry,
     insert_usage,
     retire_scope,
@@ -248,3 +250,64 @@ def test_snapshot_holds_session_state_and_never_ephemeral_state(backend: Backend
 def test_snapshot_of_a_fresh_session_is_empty(backend: BackendHarness) -> None:
     snap = backend.open().snapshot()
     assert (snap.values, snap.lists, snap.entries, snap.usage) == ((), (), (), ())
+
+
+# -- fork ------------------------------------------------------------------------------------
+
+
+def test_a_fork_copies_session_state_entries_and_usage_but_no_ephemeral_state(
+    backend: BackendHarness,
+) -> None:
+    source = backend.open("fork-source")
+    scope = ephemeral_scope("op-in-flight")
+    source.commit(
+        [
+            set_value(value("ns", "k"), {"kept": True}),
+            append_list(value_list("ns", "log"), "first", tag="t1"),
+            append_list(value_list("ns", "log"), "second"),
+            insert_entry("root", None, "message", {"text": "hi"}),
+            insert_usage(UsageRow(input_tokens=5, output_tokens=2)),
+        ]
+    )
+    for start in range(0, 60, 20):  # the aws backend commits at most ~45 entries at once
+        source.commit(
+            [
+                insert_entry(f"e{i}", "root" if i == 0 else f"e{i - 1}", "message", i)
+                for i in range(start, start + 20)
+            ]
+        )
+    source.commit(
+        [
+            set_value(value("ns", "k", scope), "in flight"),
+            append_list(value_list("ns", "log", scope), "frame"),
+        ]
+    )
+    target = backend.open("fork-target")
+
+    results = fork_session(source, target, chunk=7)
+
+    assert len(results) > 1  # chunked, each chunk one transaction
+    for handle in now_and_after_reopen(backend, target):
+        assert handle.get_value(value("ns", "k")).value == {"kept": True}  # type: ignore[union-attr]
+        assert [(e.value, e.tag) for e in handle.read_list(value_list("ns", "log"))] == [
+            ("first", "t1"),
+            ("second", None),
+        ]
+        assert [e.id for e in handle.scan_branch("e59")] == ["root", *[f"e{i}" for i in range(60)]]
+        assert handle.get_stats() == source.get_stats()
+        assert handle.get_value(value("ns", "k", scope)) is None
+        assert handle.read_list(value_list("ns", "log", scope)) == []
+        assert handle.get_value(FORK_MARKER).value == "fork-source"  # type: ignore[union-attr]
+
+
+def test_a_fork_into_a_session_that_already_holds_state_is_refused(
+    backend: BackendHarness,
+) -> None:
+    source = backend.open("fork-source")
+    source.commit([set_value(value("ns", "k"), 1)])
+    target = backend.open("fork-target")
+    target.commit([set_value(value("other"), 2)])
+
+    with pytest.raises(StorageValidationError, match="not empty"):
+        fork_session(source, target)
+    assert target.get_value(value("ns", "k")) is None

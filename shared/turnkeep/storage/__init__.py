@@ -21,6 +21,7 @@ from turnkeep.storage.errors import (
     TransactionScopeError,
 )
 from turnkeep.storage.factory import open_repository, open_storage
+from turnkeep.storage.fork import FORK_MARKER, fork_session
 from turnkeep.storage.jsonvalue import JsonValue
 from turnkeep.storage.records import (
     MESSAGE_ENTRY_TYPE,
@@ -60,6 +61,7 @@ from turnkeep.storage.writes import (
 
 __all__ = [
     "DEFAULT_LIST_LIMIT",
+    "FORK_MARKER",
     "MAX_LIST_LIMIT",
     "MESSAGE_ENTRY_TYPE",
     "SESSION_SCOPE",
@@ -101,6 +103,7 @@ __all__ = [
     "delete_list",
     "delete_value",
     "ephemeral_scope",
+    "fork_session",
     "insert_entry",
     "insert_usage",
     "open_repository",
