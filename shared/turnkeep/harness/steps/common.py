@@ -1,0 +1,141 @@
+"""Helpers the step modules share: opening session storage, error clipping, envelope writes,
+and the small outputs built from a stored record. Internal to `turnkeep.harness.steps`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import Any
+
+from turnkeep.envelope import Envelope, EnvelopeConflictError
+from turnkeep.harness.deps import HarnessDeps
+from turnkeep.harness.errors import OperationNotFoundError
+from turnkeep.harness.io import ModelStepOutput, TurnResult
+from turnkeep.harness.state import OperationState, TurnRecord, UsageTotals, load_record
+from turnkeep.storage import Storage
+
+TURN_ERROR_MAX_CHARS = 1000
+
+
+@contextmanager
+def open_session(deps: HarnessDeps, session_id: str) -> Iterator[Storage]:
+    """The session's storage for one step, closed when the step ends."""
+    storage = deps.open_storage(session_id)
+    try:
+        yield storage
+    finally:
+        storage.close()
+
+
+def no_operation(session_id: str, op_id: str) -> OperationNotFoundError:
+    """The error for an operation with neither a running state nor a terminal record."""
+    return OperationNotFoundError(f"session {session_id!r} has no operation {op_id!r}")
+
+
+def clip(text: str) -> str:
+    """`text` cut visibly to TURN_ERROR_MAX_CHARS (the envelope caps turnError)."""
+    # Cut visibly, never silently.
+    if len(text) <= TURN_ERROR_MAX_CHARS:
+        return text
+    return text[: TURN_ERROR_MAX_CHARS - 40] + f" … [{len(text)} characters, cut]"
+
+
+def epoch_ms(seconds: float) -> int:
+    """Epoch seconds as the envelope's epoch milliseconds."""
+    return int(seconds * 1000)
+
+
+def _usage_json(usage: UsageTotals) -> str:
+    return json.dumps(usage.model_dump(), separators=(",", ":"))
+
+
+def cancelling(envelope: Envelope | None, op_id: str) -> bool:
+    """Whether a cancel was requested for `op_id` (the next step aborts the turn)."""
+    if envelope is None:
+        return False
+    meta = envelope.meta
+    return meta.get("turnStatus") == "cancelling" and meta.get("turnRunId") == op_id
+
+
+def envelope_terminal(
+    deps: HarnessDeps, session_id: str, record: TurnRecord, cursor: int | None
+) -> None:
+    """Mirror a terminal record into the envelope while `record.op_id` still owns it."""
+    patch: dict[str, Any] = {
+        "turnStatus": record.status,
+        "turnError": record.error,
+        "turnFinishedAt": epoch_ms(record.finished_at),
+        "usage": _usage_json(record.usage),
+        "turnStepCount": record.rounds,
+    }
+    if cursor is not None:
+        patch["turnStreamCursor"] = cursor
+    # A later turn may own the envelope now; storage holds this turn's record either way.
+    with suppress(EnvelopeConflictError):
+        deps.envelopes.update_worker_meta(session_id, patch, expect={"turnRunId": [record.op_id]})
+
+
+def envelope_progress(
+    deps: HarnessDeps, session_id: str, op_id: str, cursor: int, state: OperationState
+) -> None:
+    """Mirror a settled round (cursor, usage, step count) into the envelope."""
+    # If the envelope moved on (a later turn), the storage commit is the truth.
+    with suppress(EnvelopeConflictError):
+        deps.envelopes.update_worker_meta(
+            session_id,
+            {
+                "turnStreamCursor": cursor,
+                "usage": _usage_json(state.usage),
+                "turnStepCount": state.round,
+            },
+            expect={"turnRunId": [op_id]},
+        )
+
+
+def ended_output(storage: Storage, session_id: str, op_id: str, round_: int) -> ModelStepOutput:
+    """The `done` output of a model step whose turn already ended."""
+    record = load_record(storage, op_id)
+    if record is None:
+        raise no_operation(session_id, op_id)
+    return output_for_record(session_id, op_id, round_, record)
+
+
+def output_for_record(
+    session_id: str, op_id: str, round_: int, record: TurnRecord
+) -> ModelStepOutput:
+    """The `done` output of a model step, carrying the terminal record's status and error."""
+    return ModelStepOutput(
+        session_id=session_id,
+        op_id=op_id,
+        round=round_,
+        next="done",
+        next_round=round_,
+        status=record.status,
+        error=record.error,
+    )
+
+
+def fail_output(session_id: str, op_id: str, round_: int, error: str) -> ModelStepOutput:
+    """The output that routes the turn to fail_turn with `error` (clipped)."""
+    return ModelStepOutput(
+        session_id=session_id,
+        op_id=op_id,
+        round=round_,
+        next="fail",
+        next_round=round_,
+        error=clip(error),
+    )
+
+
+def result_of(session_id: str, record: TurnRecord) -> TurnResult:
+    """The step output of a terminal record."""
+    return TurnResult(
+        session_id=session_id,
+        op_id=record.op_id,
+        status=record.status,
+        error=record.error,
+        final_entry_id=record.final_entry_id,
+        rounds=record.rounds,
+        usage=record.usage,
+    )

@@ -1,0 +1,232 @@
+"""Settling a model round: one fenced session commit records the response (or an interrupted
+one), the previous round's tool results, usage, call states and the new op state."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from turnkeep.harness.deps import HarnessDeps
+from turnkeep.harness.errors import FencedWriteError, StepInputError
+from turnkeep.harness.io import ModelStepOutput, NextAction
+from turnkeep.harness.progress import fenced_commit
+from turnkeep.harness.recovery import Settlement, interrupted_message
+from turnkeep.harness.state import (
+    CallState,
+    OperationState,
+    UsageTotals,
+    call_address,
+    head_address,
+    op_address,
+    response_id,
+)
+from turnkeep.harness.steps.common import ended_output, envelope_progress, fail_output
+from turnkeep.harness.transcript import entry_data, message_from_json
+from turnkeep.providers.base import Message, ModelResponse
+from turnkeep.storage import (
+    MESSAGE_ENTRY_TYPE,
+    Storage,
+    UsageRow,
+    Write,
+    insert_entry,
+    insert_usage,
+    set_value,
+)
+
+
+def settle_response(
+    deps: HarnessDeps,
+    storage: Storage,
+    state: OperationState,
+    response: ModelResponse,
+    *,
+    pending_writes: list[Write],
+    head: str | None,
+    wrap_up: bool = False,
+) -> ModelStepOutput:
+    """One session transaction: pending tool results, the response entry, usage, op state."""
+    op = state.op_id
+    entry_id = response_id(op, state.round)
+    calls = response.message.tool_calls
+    call_ids = [c.id for c in calls]
+    if len(set(call_ids)) != len(call_ids):
+        repeated = sorted(c for c, n in Counter(call_ids).items() if n > 1)
+        return fail_output(
+            state.session_id, op, state.round, f"model error: duplicate tool call ids {repeated}"
+        )
+    usage = response.usage
+    totals = UsageTotals(
+        input_tokens=state.usage.input_tokens + usage.input_tokens,
+        output_tokens=state.usage.output_tokens + usage.output_tokens,
+        cache_read_tokens=state.usage.cache_read_tokens + usage.cache_read_tokens,
+        cache_write_tokens=state.usage.cache_write_tokens + usage.cache_write_tokens,
+    )
+    writes = list(pending_writes)
+    writes.append(
+        insert_entry(
+            entry_id,
+            head,
+            MESSAGE_ENTRY_TYPE,
+            entry_data(
+                response.message,
+                op=op,
+                round=state.round,
+                interrupted=False,
+                stop_reason=response.stop_reason,
+                wrap_up=wrap_up,
+                model=response.model,
+            ),
+        )
+    )
+    writes.append(set_value(head_address(), entry_id))
+    writes.append(
+        insert_usage(
+            UsageRow(
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cache_read_tokens=usage.cache_read_tokens,
+                cache_write_tokens=usage.cache_write_tokens,
+                model=response.model or None,
+            )
+        )
+    )
+    limit = deps.limits.max_tool_calls_per_round
+    for index, call in enumerate(calls):
+        call_state = CallState(
+            call_id=call.id, name=call.name, arguments=call.arguments, round=state.round
+        )
+        if index >= limit and not wrap_up:
+            # Answered now, never run: the step output lists at most `limit` call ids.
+            call_state = call_state.model_copy(
+                update={
+                    "phase": "done",
+                    "is_error": True,
+                    "content": f"Error: tool call not run: the model made {len(calls)} tool "
+                    f"calls in one round and the limit is {limit}. Make fewer calls at a time.",
+                }
+            )
+        writes.append(set_value(call_address(op, call.id), call_state.model_dump(mode="json")))
+    new_state = state.model_copy(
+        update={
+            "round": state.round + 1,
+            "pending_call_ids": call_ids,
+            "pending_round": state.round,
+            "wrap_up_done": state.wrap_up_done or wrap_up,
+            "interrupted_rounds": 0,
+            "usage": totals,
+            "last_entry_id": entry_id,
+        }
+    )
+    return _commit_round(
+        deps,
+        storage,
+        state,
+        new_state,
+        writes,
+        next_action="tools" if call_ids and not wrap_up else "finish",
+        call_ids=call_ids[:limit] if not wrap_up else [],
+        wrap_up=wrap_up,
+    )
+
+
+def settle_interrupted(
+    deps: HarnessDeps,
+    storage: Storage,
+    state: OperationState,
+    partial: Message,
+    settlement: Settlement,
+) -> ModelStepOutput:
+    """Record a round that died mid-stream as an interrupted response; the next round retries."""
+    op = state.op_id
+    entry_id = response_id(op, state.round)
+    writes = list(settlement.writes)
+    writes.append(
+        insert_entry(
+            entry_id,
+            settlement.head,
+            MESSAGE_ENTRY_TYPE,
+            entry_data(
+                interrupted_message(partial),
+                op=op,
+                round=state.round,
+                interrupted=True,
+                stop_reason=None,
+                wrap_up=False,
+            ),
+        )
+    )
+    writes.append(set_value(head_address(), entry_id))
+    new_state = state.model_copy(
+        update={
+            "round": state.round + 1,
+            "pending_call_ids": [],
+            "pending_round": None,
+            "interrupted_rounds": state.interrupted_rounds + 1,
+            "last_entry_id": entry_id,
+        }
+    )
+    return _commit_round(
+        deps, storage, state, new_state, writes, next_action="model", interrupted=True
+    )
+
+
+def _commit_round(
+    deps: HarnessDeps,
+    storage: Storage,
+    state: OperationState,
+    new_state: OperationState,
+    writes: list[Write],
+    *,
+    next_action: NextAction,
+    call_ids: list[str] | None = None,
+    interrupted: bool = False,
+    wrap_up: bool = False,
+) -> ModelStepOutput:
+    """Commit a settled round with the new op state, fenced: the round's output (`next_action`
+    to round + 1) if it committed, the `done` output if the turn ended meanwhile (the round is
+    then not recorded)."""
+    op = state.op_id
+    writes.append(set_value(op_address(op), new_state.model_dump(mode="json")))
+    try:
+        result = fenced_commit(storage, op, writes)
+    except FencedWriteError:
+        return ended_output(storage, state.session_id, op, state.round)
+    envelope_progress(deps, state.session_id, op, result.seqs[-1], new_state)
+    return ModelStepOutput(
+        session_id=state.session_id,
+        op_id=op,
+        round=state.round,
+        next=next_action,
+        next_round=state.round + 1,
+        call_ids=call_ids or [],
+        interrupted=interrupted,
+        wrap_up=wrap_up,
+    )
+
+
+def recorded_output(
+    storage: Storage, state: OperationState, round_: int, call_limit: int
+) -> ModelStepOutput:
+    """The output an earlier delivery of settled round `round_` returned, rebuilt from its entry."""
+    found = storage.get_entries([response_id(state.op_id, round_)])
+    if not found or not isinstance(found[0].data, dict):
+        raise StepInputError(f"operation {state.op_id!r} has no settled model round {round_}")
+    data = found[0].data
+    call_ids = [c.id for c in message_from_json(data.get("message")).tool_calls]
+    interrupted = bool(data.get("interrupted"))
+    wrap_up = bool(data.get("wrap_up"))
+    if interrupted:
+        next_action = "model"
+    elif call_ids and not wrap_up:
+        next_action = "tools"
+    else:
+        next_action = "finish"
+    return ModelStepOutput(
+        session_id=state.session_id,
+        op_id=state.op_id,
+        round=round_,
+        next=next_action,  # type: ignore[arg-type]
+        next_round=round_ + 1,
+        call_ids=call_ids[:call_limit] if next_action == "tools" else [],
+        interrupted=interrupted,
+        wrap_up=wrap_up,
+    )

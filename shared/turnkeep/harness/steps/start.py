@@ -1,0 +1,122 @@
+"""The first step of a turn: claim the session, record the user message, create the op state."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from turnkeep.envelope import EnvelopeConflictError
+from turnkeep.harness.deps import HarnessDeps
+from turnkeep.harness.errors import SessionNotFoundError, TurnConflictError
+from turnkeep.harness.io import StartTurnInput, StartTurnOutput
+from turnkeep.harness.state import (
+    STARTABLE_STATUSES,
+    OperationState,
+    head_address,
+    load_head,
+    load_record,
+    load_state,
+    op_address,
+    user_entry_id,
+    validate_op_id,
+)
+from turnkeep.harness.steps.common import clip, envelope_terminal, epoch_ms, open_session
+from turnkeep.harness.transcript import entry_data
+from turnkeep.providers.base import Message, TextPart
+from turnkeep.storage import MESSAGE_ENTRY_TYPE, Storage, insert_entry, set_value
+
+
+def new_op_id() -> str:
+    """A fresh operation id."""
+    return f"op-{uuid.uuid4().hex}"
+
+
+def start_turn(deps: HarnessDeps, inp: StartTurnInput) -> StartTurnOutput:
+    """Claim the session (one running turn), record the user message, create the op state.
+
+    Raises TurnConflictError when another turn runs, SessionNotFoundError without an envelope.
+    """
+    op = validate_op_id(inp.op_id)
+    envelope = deps.envelopes.get(inp.session_id)
+    if envelope is None:
+        raise SessionNotFoundError(f"session {inp.session_id!r} does not exist")
+    with open_session(deps, inp.session_id) as storage:
+        if load_state(storage, op) is not None:
+            return StartTurnOutput(session_id=inp.session_id, op_id=op, status="running")
+        record = load_record(storage, op)
+        if record is not None:
+            return StartTurnOutput(session_id=inp.session_id, op_id=op, status=record.status)
+        meta = envelope.meta
+        if not (meta.get("turnRunId") == op and meta.get("turnStatus") == "running"):
+            _claim(deps, storage, inp.session_id, op)
+        now = deps.clock()
+        state = OperationState(
+            op_id=op,
+            session_id=inp.session_id,
+            user_id=inp.user_id,
+            model=inp.model,
+            started_at=now,
+            deadline_at=now + deps.limits.wall_clock_seconds,
+            user_entry_id=user_entry_id(op),
+            last_entry_id=user_entry_id(op),
+        )
+        message = Message("user", (TextPart(inp.text),))
+        try:
+            result = storage.commit(
+                [
+                    insert_entry(
+                        state.user_entry_id,
+                        load_head(storage),
+                        MESSAGE_ENTRY_TYPE,
+                        entry_data(message, op=op, round=-1),
+                    ),
+                    set_value(head_address(), state.user_entry_id),
+                    set_value(op_address(op), state.model_dump(mode="json")),
+                ]
+            )
+        except Exception as exc:
+            deps.envelopes.update_worker_meta(
+                inp.session_id,
+                {"turnStatus": "failed", "turnError": clip(f"could not start: {exc}")},
+                expect={"turnRunId": [op]},
+            )
+            raise
+        deps.envelopes.update_worker_meta(
+            inp.session_id, {"turnStreamCursor": result.seqs[-1]}, expect={"turnRunId": [op]}
+        )
+    return StartTurnOutput(session_id=inp.session_id, op_id=op, status="running")
+
+
+def _claim(deps: HarnessDeps, storage: Storage, session_id: str, op: str) -> None:
+    patch: dict[str, Any] = {
+        "turnStatus": "running",
+        "turnRunId": op,
+        "turnStartedAt": epoch_ms(deps.clock()),
+        "turnFinishedAt": None,
+        "turnError": None,
+        "turnStreamCursor": None,
+        "turnStepCount": 0,
+        "usage": None,
+    }
+    for attempt in range(2):
+        try:
+            deps.envelopes.update_worker_meta(
+                session_id, patch, expect={"turnStatus": STARTABLE_STATUSES}
+            )
+            return
+        except EnvelopeConflictError:
+            current = deps.envelopes.get(session_id)
+            meta = current.meta if current is not None else {}
+            running = meta.get("turnRunId")
+            # A turn whose terminal commit landed but whose envelope update was lost is over:
+            # repair the envelope from storage once, then claim again.
+            if attempt == 0 and isinstance(running, str) and load_state(storage, running) is None:
+                record = load_record(storage, running)
+                if record is not None:
+                    envelope_terminal(deps, session_id, record, None)
+                    continue
+            raise TurnConflictError(
+                session_id,
+                running if isinstance(running, str) else None,
+                str(meta.get("turnStatus")),
+            ) from None

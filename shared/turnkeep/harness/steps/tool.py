@@ -1,0 +1,140 @@
+"""The tool step: run one tool call of the current round at most once unless it is
+replay-safe, with each call-state change committed fenced by the operation state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from turnkeep.harness.deps import HarnessDeps
+from turnkeep.harness.errors import FencedWriteError, StepInputError
+from turnkeep.harness.io import ToolStepInput, ToolStepOutput
+from turnkeep.harness.progress import ToolProgress, fenced_commit
+from turnkeep.harness.recovery import unfinished_text
+from turnkeep.harness.state import (
+    CallState,
+    call_address,
+    load_call,
+    load_record,
+    load_state,
+    result_entry_id,
+)
+from turnkeep.harness.steps.common import cancelling, no_operation, open_session
+from turnkeep.harness.transcript import message_from_json
+from turnkeep.providers.base import ToolResultPart
+from turnkeep.storage import Storage, set_value
+from turnkeep.tools.base import ToolContext
+
+
+def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
+    """Run one tool call of the current round, at most once unless it is replay-safe.
+
+    A call found `started` (an earlier delivery died mid-call: outcome unknown) is re-run only
+    if its tool declares `replay_safe`; otherwise it is recorded as an interrupted error result.
+    """
+    with open_session(deps, inp.session_id) as storage:
+        state = load_state(storage, inp.op_id)
+        if state is None:
+            if load_record(storage, inp.op_id) is None:
+                raise no_operation(inp.session_id, inp.op_id)
+            return _tool_output(inp, "skipped")
+        call = load_call(storage, state.op_id, inp.call_id)
+        if call is None:
+            settled = storage.get_entries(
+                [result_entry_id(state.op_id, r, inp.call_id) for r in range(state.round)]
+            )
+            if settled:
+                return _settled_tool_output(inp, settled[-1].data)
+            raise StepInputError(f"operation {inp.op_id!r} has no tool call {inp.call_id!r}")
+        if call.phase == "done":
+            return _tool_output(inp, "done", call)
+        if cancelling(deps.envelopes.get(inp.session_id), state.op_id):
+            return _tool_output(inp, "skipped")  # the next model step aborts the turn
+        registry = deps.registry(state.session_id, state.user_id)
+        replayed = False
+        if call.phase == "started":
+            if not registry.is_replay_safe(call.name):
+                done = call.model_copy(
+                    update={
+                        "phase": "done",
+                        "is_error": True,
+                        "interrupted": True,
+                        "content": unfinished_text(
+                            call,
+                            "its outcome is unknown (the step was interrupted) and the tool is "
+                            "not replay-safe, so it was not run again; check its effects "
+                            "before calling it again",
+                        ),
+                    }
+                )
+                if not _fenced_session_commit(storage, state.op_id, call, done):
+                    return _tool_output(inp, "skipped")
+                return _tool_output(inp, "done", done)
+            replayed = True
+        started = call.model_copy(
+            update={"phase": "started", "attempts": call.attempts + 1, "replayed": replayed}
+        )
+        if not _fenced_session_commit(storage, state.op_id, call, started):
+            return _tool_output(inp, "skipped")
+        ctx_progress = ToolProgress(storage, state.op_id, call.call_id)
+        ctx = ToolContext(
+            session_id=state.session_id,
+            user_id=state.user_id,
+            operation_id=state.op_id,
+            call_id=call.call_id,
+            extras={"progress": ctx_progress, "replayed": replayed},
+        )
+        result = registry.run_call(call.name, call.arguments, ctx)
+        content = _cap_result(result.content, deps.limits.max_tool_result_bytes)
+        done = started.model_copy(
+            update={"phase": "done", "content": content, "is_error": result.is_error}
+        )
+        if not _fenced_session_commit(storage, state.op_id, started, done):
+            return _tool_output(inp, "skipped")
+        return _tool_output(inp, "done", done)
+
+
+def _settled_tool_output(inp: ToolStepInput, data: Any) -> ToolStepOutput:
+    # A redelivery after the call became a result entry reports what the first delivery did.
+    meta = data if isinstance(data, dict) else {}
+    parts = message_from_json(meta.get("message")).parts
+    return ToolStepOutput(
+        session_id=inp.session_id,
+        op_id=inp.op_id,
+        call_id=inp.call_id,
+        status="done",
+        is_error=any(isinstance(p, ToolResultPart) and p.is_error for p in parts),
+        replayed=bool(meta.get("replayed")),
+        interrupted=bool(meta.get("interrupted")),
+    )
+
+
+def _cap_result(content: str, max_bytes: int) -> str:
+    raw = content.encode("utf-8")
+    if len(raw) <= max_bytes:
+        return content
+    kept = raw[: max_bytes - 64].decode("utf-8", errors="ignore")
+    return f"{kept}\n[tool result cut: {len(raw)} bytes, the limit is {max_bytes}]"
+
+
+def _fenced_session_commit(
+    storage: Storage, op_id: str, before: CallState, after: CallState
+) -> bool:
+    """Write a call state only while the operation runs (guarded by its operation state)."""
+    address = call_address(op_id, before.call_id)
+    try:
+        fenced_commit(storage, op_id, [set_value(address, after.model_dump(mode="json"))])
+    except FencedWriteError:
+        return False
+    return True
+
+
+def _tool_output(inp: ToolStepInput, status: str, call: CallState | None = None) -> ToolStepOutput:
+    return ToolStepOutput(
+        session_id=inp.session_id,
+        op_id=inp.op_id,
+        call_id=inp.call_id,
+        status=status,  # type: ignore[arg-type]
+        is_error=call.is_error if call is not None else False,
+        replayed=call.replayed if call is not None else False,
+        interrupted=call.interrupted if call is not None else False,
+    )
