@@ -9,7 +9,7 @@ of calling the model or the tool a second time.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
@@ -17,7 +17,12 @@ from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idemp
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from turnkeep.lambda_runtime import idempotency_store, runtime
-from turnkeep.step_events import StepName, idempotency_key_expression, run_step
+from turnkeep.step_events import (
+    StepEventError,
+    StepName,
+    idempotency_key_expression,
+    run_step,
+)
 
 logger = Logger(service="turnkeep-steps")
 tracer = Tracer(service="turnkeep-steps")
@@ -43,13 +48,17 @@ def _handler(step: StepName) -> Handler:
     @tracer.capture_lambda_handler(capture_response=False)
     @metrics.log_metrics
     def handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        if not isinstance(event, dict):  # a wiring bug: never retried, never keyed
+            raise StepEventError(
+                f"{step} expects a JSON object payload, got {type(event).__name__}"
+            )
         logger.append_keys(step=step, session_id=event.get("session_id"), op=event.get("op_id"))
         # Counted before deduplication: a redelivery shows up as an invocation served from the
         # idempotency record.
         metrics.add_metric(name=f"{step}_invocations", unit=MetricUnit.Count, value=1)
-        return run_once(event, context)
+        return cast(dict[str, Any], run_once(event, context))
 
-    return handle
+    return cast(Handler, handle)
 
 
 model_step = _handler("model_step")

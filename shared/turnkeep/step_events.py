@@ -33,6 +33,7 @@ StepName = Literal["model_step", "tool_step", "finish_turn", "fail_turn"]
 STEP_NAMES: Final[tuple[StepName, ...]] = ("model_step", "tool_step", "finish_turn", "fail_turn")
 
 FAIL_ERROR_MAX_CHARS: Final = 1000
+"""What the turn keeps of an error text; `fail_turn` cuts a longer one visibly (never here)."""
 
 
 class RetryableStepError(Exception):
@@ -64,7 +65,8 @@ class FailTurnEvent(BaseModel):
 
 
 def describe_caught(caught: CaughtError) -> str:
-    """One honest line from a Catch: the error name and the Lambda's own message if present."""
+    """One honest line from a Catch: the error name and the Lambda's own message if present
+    (whole: `fail_turn` cuts it visibly to FAIL_ERROR_MAX_CHARS)."""
     message = caught.Cause or ""
     try:
         cause = json.loads(message) if message else None
@@ -75,8 +77,7 @@ def describe_caught(caught: CaughtError) -> str:
         name = str(cause.get("errorType") or caught.Error)
     else:
         name = caught.Error
-    text = f"{name}: {message}" if message else name
-    return text[:FAIL_ERROR_MAX_CHARS]
+    return f"{name}: {message}" if message else name
 
 
 def _parse(model: type[BaseModel], event: Mapping[str, Any]) -> Any:
@@ -90,7 +91,10 @@ def _run(step: StepName, deps: HarnessDeps, event: Mapping[str, Any]) -> BaseMod
     if step == "model_step":
         return model_step(deps, _parse(ModelStepInput, event))
     if step == "tool_step":
-        return tool_step(deps, _parse(ToolStepInput, event))
+        # `round` (the round whose calls the Map runs) only keys the idempotency record: a call
+        # id a model repeats in a later round is a new call, not a redelivery.
+        fields = {k: v for k, v in event.items() if k != "round"}
+        return tool_step(deps, _parse(ToolStepInput, fields))
     if step == "finish_turn":
         return finish_turn(deps, _parse(FinishTurnInput, event))
     parsed: FailTurnEvent = _parse(FailTurnEvent, event)
@@ -131,5 +135,5 @@ def idempotency_key_expression(step: StepName) -> str:
     if step == "model_step":
         return "[session_id, op_id, round]"
     if step == "tool_step":
-        return "[session_id, op_id, call_id]"
+        return "[session_id, op_id, round, call_id]"
     return "[session_id, op_id]"

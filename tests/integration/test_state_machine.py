@@ -7,6 +7,7 @@ the template's wiring and the definition drift apart.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Iterator
@@ -18,6 +19,15 @@ import pytest
 from moto import mock_aws
 
 from tests.support.aws_template import create_bucket, create_table, load_template
+from tests.support.iam_policy import (
+    ACCOUNT,
+    REGION,
+    Permission,
+    allows,
+    function_statements,
+    recording_aws_calls,
+    required_permissions,
+)
 from tests.support.lambda_host import (
     ROOT,
     FakeContext,
@@ -27,8 +37,26 @@ from tests.support.lambda_host import (
     load_function_module,
 )
 from turnkeep import lambda_runtime
-from turnkeep.harness import StartTurnInput, start_turn
+from turnkeep.harness import StartTurnInput, cancel_turn, start_turn
 from turnkeep.harness.state import op_scope
+from turnkeep.providers.base import (
+    FatalModelError,
+    Message,
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    ResponseDone,
+    RetryableModelError,
+    StreamEvent,
+    TextDelta,
+    TextPart,
+    ToolCallDelta,
+    ToolCallPart,
+    ToolCallStart,
+    ToolResultPart,
+)
+from turnkeep.providers.scripted import ScriptedProvider
+from turnkeep.runtime import build_runtime
 from turnkeep.storage import open_storage
 from turnkeep.system_prompt import WORKING_NOTES_HEADING
 
@@ -141,6 +169,19 @@ def _run(deployed: Deployed, session_id: str, text: str) -> tuple[str, dict[str,
         time.sleep(0.05)
     assert described["status"] == "SUCCEEDED", described
     return op_id, json.loads(described["output"])
+
+
+def _wait_for_executions(deployed: Deployed) -> None:
+    """Wait until no execution of the state machine is running (bounded)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        running = deployed.sfn.list_executions(
+            stateMachineArn=deployed.state_machine_arn, statusFilter="RUNNING"
+        )["executions"]
+        if not running:
+            return
+        time.sleep(0.05)
+    raise AssertionError("an execution is still running")
 
 
 def _scope_objects(deployed: Deployed, session_id: str, op_id: str) -> list[str]:
@@ -301,6 +342,256 @@ def test_a_turn_started_through_the_api_lambda_runs_on_step_functions_and_stream
     entries = [e for e in events if e["kind"] == "entry"]
     assert [e["role"] for e in entries] == ["user", "assistant", "tool", "assistant"]
     assert "42" in json.dumps(entries[-1]["parts"])
+    # The turn reads as finished once finish_turn committed, a moment before its Lambda returns.
+    _wait_for_executions(deployed)
     invoked = [name for name, _event, _error in deployed.host.calls]
     assert invoked.count("ModelStepFunction") == 2
     assert invoked[-1] == "FinishTurnFunction"
+
+
+# -- model outcomes, cancels and wiring faults through the real definition ---------------------
+
+
+def _use_provider(monkeypatch: pytest.MonkeyPatch, provider: ModelProvider) -> None:
+    """Make the hosted handlers' runtime call `provider` for every model round."""
+    monkeypatch.setattr(
+        lambda_runtime, "build_runtime", functools.partial(build_runtime, provider=provider)
+    )
+    lambda_runtime.reset_runtime()
+
+
+def _entry(deployed: Deployed, session: str, entry_id: str) -> dict[str, Any]:
+    with open_storage(deployed.storage_url, session) as storage:
+        found = storage.get_entries([entry_id])
+    assert found, entry_id
+    data: dict[str, Any] = dict(found[0].data)  # type: ignore[arg-type]
+    return data
+
+
+class _FatalModel(ModelProvider):
+    name = "fatal"
+
+    def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        raise FatalModelError("the prompt is too long for this model", code="context_length")
+
+
+class _DropsFirstStream(ModelProvider):
+    """The scripted model, except that the first stream dies after its first frame."""
+
+    name = "drops-first"
+
+    def __init__(self) -> None:
+        self.inner = ScriptedProvider()
+        self.dropped = False
+
+    def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        for event in self.inner.stream(request):
+            yield event
+            if not self.dropped:
+                self.dropped = True
+                raise RetryableModelError("throttled mid-stream", code="throttling")
+
+
+class _ReusesCallIds(ModelProvider):
+    """Calls `echo` with the same call id in two rounds (some endpoints number their calls per
+    response), then answers."""
+
+    name = "reuses-ids"
+
+    def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        results = [p for m in request.messages for p in m.parts if isinstance(p, ToolResultPart)]
+        if len(results) < 2:
+            call = ToolCallPart("call_0", "echo", json.dumps({"text": f"round {len(results)}"}))
+            yield ToolCallStart(0, call.id, call.name)
+            yield ToolCallDelta(0, call.arguments)
+            yield ResponseDone(ModelResponse(Message("assistant", (call,)), "tool_use"))
+            return
+        yield TextDelta("done")
+        yield ResponseDone(ModelResponse(Message("assistant", (TextPart("done"),)), "end_turn"))
+
+
+def test_a_fatal_model_error_ends_the_turn_through_fail_turn_from_model_with_its_message(
+    deployed: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _use_provider(monkeypatch, _FatalModel())
+    session = "sfn-fatal"
+    op_id, output = _run(deployed, session, "hello")
+
+    assert output["status"] == "failed"
+    assert output["error"] == "model error (context_length): the prompt is too long for this model"
+    assert [(name, error) for name, _e, error in deployed.host.calls] == [
+        ("ModelStepFunction", None),
+        ("FailTurnFunction", None),
+    ]
+    fail_event = deployed.host.calls[-1][1]
+    assert fail_event == {"session_id": session, "op_id": op_id, "error": output["error"]}
+    assert _scope_objects(deployed, session, op_id) == []
+    envelope = lambda_runtime.runtime().deps.envelopes.get(session)
+    assert envelope is not None
+    assert envelope.meta["turnStatus"] == "failed"
+
+
+def test_a_model_round_cut_by_a_retryable_provider_error_is_retried_and_recorded_interrupted(
+    deployed: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _use_provider(monkeypatch, _DropsFirstStream())
+    session = "sfn-dropped"
+    op_id, output = _run(deployed, session, "hello there")
+
+    assert output["status"] == "completed"
+    model_calls = [(e, err) for name, e, err in deployed.host.calls if name == "ModelStepFunction"]
+    assert [err for _e, err in model_calls] == ["RetryableStepError", None, None]
+    assert model_calls[0][0] == model_calls[1][0]  # the same round, retried with the same input
+    assert [e["round"] for e, _err in model_calls] == [0, 0, 1]
+    interrupted = _entry(deployed, session, f"{op_id}:r0")
+    assert interrupted["interrupted"] is True
+    assert "[response interrupted]" in json.dumps(interrupted["message"])
+    final = _entry(deployed, session, output["final_entry_id"])
+    assert "You said: hello there" in json.dumps(final["message"])
+
+
+def test_a_cancel_during_the_tool_batch_ends_the_execution_in_turn_already_ended(
+    deployed: Deployed,
+) -> None:
+    session = "sfn-cancel"
+    original = deployed.host.handlers["ToolStepFunction"]
+
+    def cancel_then_run(event: dict[str, Any], context: Any) -> Any:
+        cancel_turn(lambda_runtime.runtime().deps, event["session_id"], event["op_id"])
+        return original(event, context)
+
+    deployed.host.handlers["ToolStepFunction"] = cancel_then_run
+    try:
+        op_id, output = _run(deployed, session, 'call echo {"text": "never run"}')
+    finally:
+        deployed.host.handlers["ToolStepFunction"] = original
+
+    assert output["model"]["next"] == "done"
+    assert output["model"]["status"] == "aborted"
+    invoked = [name for name, _event, _error in deployed.host.calls]
+    assert invoked == ["ModelStepFunction", "ToolStepFunction", "ModelStepFunction"]
+    assert deployed.host.calls[1][2] is None  # the tool step skipped, it did not fail
+    assert _scope_objects(deployed, session, op_id) == []
+    envelope = lambda_runtime.runtime().deps.envelopes.get(session)
+    assert envelope is not None
+    assert envelope.meta["turnStatus"] == "aborted"
+
+
+def test_an_unknown_next_action_fails_the_turn_instead_of_ending_the_execution_silently(
+    deployed: Deployed,
+) -> None:
+    session = "sfn-unknown-next"
+    original = deployed.host.handlers["ModelStepFunction"]
+
+    def garbled(event: dict[str, Any], context: Any) -> Any:
+        return {**original(event, context), "next": "teleport"}
+
+    deployed.host.handlers["ModelStepFunction"] = garbled
+    try:
+        op_id, output = _run(deployed, session, "hello")
+    finally:
+        deployed.host.handlers["ModelStepFunction"] = original
+
+    assert output["status"] == "failed"
+    assert "UnknownNextAction" in output["error"]
+    assert deployed.host.calls[-1][0] == "FailTurnFunction"
+    assert _scope_objects(deployed, session, op_id) == []
+
+
+def test_a_call_id_the_model_reuses_in_a_later_round_runs_the_tool_again(
+    deployed: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _use_provider(monkeypatch, _ReusesCallIds())
+    session = "sfn-reused-ids"
+    op_id, output = _run(deployed, session, "go")
+
+    assert output["status"] == "completed"
+    tool_events = [e for name, e, _err in deployed.host.calls if name == "ToolStepFunction"]
+    assert [(e["call_id"], e["round"]) for e in tool_events] == [("call_0", 0), ("call_0", 1)]
+    for round_ in (0, 1):
+        result = _entry(deployed, session, f"{op_id}:r{round_}:call_0")
+        assert f"round {round_}" in json.dumps(result["message"])
+        assert "did not report a result" not in json.dumps(result["message"])
+
+
+# -- least privilege: every AWS call of every function is allowed by its template policy -------
+
+
+def test_every_aws_call_of_each_function_is_allowed_by_its_template_policy(
+    deployed: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs a turn with tool calls, a turn whose tool crashes, an API turn and a session delete,
+    records each function's AWS calls and checks them against its `Policies` in template.yaml."""
+    monkeypatch.setenv("TURNKEEP_STATE_MACHINE_ARN", deployed.state_machine_arn)
+    template = load_template()
+    refs = {
+        "SessionTable": TABLE,
+        "SessionTable.Arn": f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{TABLE}",
+        "ProgressBucket": BUCKET,
+        "ProgressBucket.Arn": f"arn:aws:s3:::{BUCKET}",
+        "StoragePrefix": "tk",  # the prefix of the fixture's storage URL
+        "TurnStateMachine.Name": deployed.state_machine_arn.rsplit(":", 1)[-1],
+        "AWS::Partition": "aws",
+        "AWS::Region": REGION,
+        "AWS::AccountId": ACCOUNT,
+    }
+    with recording_aws_calls(deployed.host.current_function) as log:
+        _run(
+            deployed, "iam-tools", 'call calculator {"expression": "1+1"}\ncall echo {"text": "a"}'
+        )
+        _run(deployed, "iam-tools", "remember the IAM test ran")
+        original = deployed.host.handlers["ToolStepFunction"]
+
+        def broken(event: dict[str, Any], context: Any) -> Any:
+            raise RuntimeError("tool host unreachable")
+
+        deployed.host.handlers["ToolStepFunction"] = broken
+        try:
+            _run(deployed, "iam-crash", 'call echo {"text": "x"}')
+        finally:
+            deployed.host.handlers["ToolStepFunction"] = original
+
+        api = load_function_module("api")
+
+        def call(event: dict[str, Any]) -> int:
+            with deployed.host.acting_as("ApiFunction"):
+                answer = api.handler(event, FakeContext(function_name="ApiFunction"))
+            return int(answer["statusCode"])
+
+        session = "sample-session"
+        assert call(_api_event("create_session", "/sessions")) == 201
+        start = _api_event("start_turn", f"/sessions/{session}/turns", body='{"text": "hi"}')
+        assert call(start) == 202
+        _wait_for_executions(deployed)
+        # What a crashed retirement left behind: the delete must be allowed to remove it.
+        leftover = f"tk/sessions/{session}/scopes/op-crashed/00000000000000000001.json"
+        deployed.s3.put_object(Bucket=BUCKET, Key=leftover, Body=b"{}")
+        delete = _api_event("create_session", f"/sessions/{session}")
+        delete["requestContext"]["http"]["method"] = "DELETE"
+        delete["body"] = None
+        delete["headers"].pop("content-length", None)
+        assert call(delete) == 204
+
+    by_function: dict[str, set[str]] = {}
+    denied: list[tuple[str, Permission]] = []
+    for aws_call in log.calls:
+        statements = function_statements(template, aws_call.function, refs)
+        for permission in required_permissions(aws_call):
+            by_function.setdefault(aws_call.function, set()).add(permission.action)
+            if not allows(statements, permission):
+                denied.append((aws_call.function, permission))
+    assert denied == []
+    # The runs above really exercised every function, its writes and its retirements.
+    assert set(by_function) == {
+        "ModelStepFunction",
+        "ToolStepFunction",
+        "FinishTurnFunction",
+        "FailTurnFunction",
+        "ApiFunction",
+    }
+    assert "s3:DeleteObject" in by_function["FinishTurnFunction"]
+    assert "s3:DeleteObject" in by_function["FailTurnFunction"]
+    assert "s3:DeleteObject" in by_function["ApiFunction"]
+    assert "states:StartExecution" in by_function["ApiFunction"]
+    assert "s3:PutObject" in by_function["ModelStepFunction"]
+    assert "Contents" not in deployed.s3.list_objects_v2(Bucket=BUCKET, Prefix=leftover)

@@ -144,3 +144,80 @@ def test_storage_contention_surfaces_as_a_retryable_step_error(
 def test_sample_events_are_plain_json_objects() -> None:
     for path in EVENTS.glob("*.json"):
         assert isinstance(json.loads(Path(path).read_text(encoding="utf-8")), dict), path
+
+
+def test_a_fail_step_from_the_model_with_a_null_error_still_ends_the_turn(
+    app: ModuleType,
+) -> None:
+    # FailTurnFromModel passes `$.model.error`, which the model step may leave null.
+    _start("hello")
+
+    execution = _event("execution_input")
+    result = _call(
+        app,
+        "fail_turn",
+        {"session_id": execution["session_id"], "op_id": execution["op_id"], "error": None},
+    )
+
+    assert result["status"] == "failed"
+    assert result["error"] == "the turn failed"
+
+
+def test_a_tool_step_payload_without_its_round_is_still_accepted(app: ModuleType) -> None:
+    # Executions started before the Map passed `round` deliver the older payload shape.
+    _start('call echo {"text": "old payload"}')
+    _call(app, "model_step", _event("model_step"))
+
+    legacy = {k: v for k, v in _event("tool_step").items() if k != "round"}
+    result = _call(app, "tool_step", legacy)
+
+    assert result["status"] == "done"
+    assert result["is_error"] is False
+
+
+def test_idempotency_records_live_apart_from_session_items_and_expire_through_the_ttl(
+    app: ModuleType,
+) -> None:
+    _start("hello")
+    _call(app, "model_step", _event("model_step"))
+    _call(app, "finish_turn", _event("finish_turn"))
+
+    items = boto3.client("dynamodb").scan(TableName=TABLE)["Items"]
+    ttl = load_template()["Resources"]["SessionTable"]["Properties"]["TimeToLiveSpecification"]
+    records = [i for i in items if i["pk"]["S"].startswith("IDEMPOTENCY#")]
+    assert {i["pk"]["S"] for i in records} == {"IDEMPOTENCY#model_step", "IDEMPOTENCY#finish_turn"}
+    for record in records:
+        assert record["status"]["S"] == "COMPLETED"
+        assert int(record[ttl["AttributeName"]]["N"]) > 0  # epoch seconds: DynamoDB TTL deletes it
+    others = [i for i in items if not i["pk"]["S"].startswith("IDEMPOTENCY#")]
+    assert others
+    assert all(i["pk"]["S"].startswith("SESSION#") for i in others)
+    assert not any(ttl["AttributeName"] in i for i in others)  # session data never expires
+
+
+def test_a_long_caught_error_is_cut_visibly_not_silently(app: ModuleType) -> None:
+    _start("hello")
+    execution = _event("execution_input")
+    message = "x" * 5000
+    cause = json.dumps({"errorType": "RuntimeError", "errorMessage": message})
+
+    result = _call(
+        app,
+        "fail_turn",
+        {
+            "session_id": execution["session_id"],
+            "op_id": execution["op_id"],
+            "caught": {"Error": "RuntimeError", "Cause": cause},
+        },
+    )
+
+    assert result["error"].startswith("RuntimeError: xxx")
+    assert result["error"].endswith("characters, cut]")
+
+
+def test_a_payload_that_is_not_a_json_object_is_rejected_as_a_wiring_error(
+    app: ModuleType,
+) -> None:
+    for handler in ("model_step", "tool_step", "finish_turn", "fail_turn"):
+        with pytest.raises(StepEventError, match="JSON object"):
+            getattr(app, handler)(["demo-session", "op-demo"], FakeContext(function_name=handler))

@@ -4,6 +4,7 @@ invokes the real handler code in this process (Lambda's error contract included)
 
 from __future__ import annotations
 
+import contextvars
 import importlib.util
 import io
 import json
@@ -56,6 +57,23 @@ class LambdaHost:
 
     handlers: dict[str, LambdaHandler] = field(default_factory=dict)
     calls: list[tuple[str, dict[str, Any], str | None]] = field(default_factory=list)
+    _running: contextvars.ContextVar[str | None] = field(
+        default_factory=lambda: contextvars.ContextVar("lambda_host_function", default=None)
+    )
+
+    def current_function(self) -> str | None:
+        """The function whose handler runs in this context (None outside a handler)."""
+        return self._running.get()
+
+    @contextmanager
+    def acting_as(self, name: str) -> Iterator[None]:
+        """Run the block as function `name` (a handler called directly by a test); the name
+        follows the context into the threads that copy it (e.g. FastAPI's sync routes)."""
+        token = self._running.set(name)
+        try:
+            yield
+        finally:
+            self._running.reset(token)
 
     def invoke(self, function_name: str, body: Any, response_headers: dict[str, str]) -> bytes:
         name = (
@@ -64,7 +82,8 @@ class LambdaHost:
         handler = self.handlers[name]
         event = json.loads(body) if body else {}
         try:
-            result = handler(event, FakeContext(function_name=name))
+            with self.acting_as(name):
+                result = handler(event, FakeContext(function_name=name))
         except Exception as exc:  # Lambda turns any handler exception into a function error
             self.calls.append((name, event, type(exc).__name__))
             response_headers["x-amz-function-error"] = "Unhandled"

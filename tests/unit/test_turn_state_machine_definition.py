@@ -1,0 +1,152 @@
+"""Static checks of statemachine/turn.asl.json against template.yaml and the handlers: what the
+moto executions in tests/integration/test_state_machine.py cannot reach in a fast test (long
+retry budgets, Lambda timeouts, every error name a Retry names)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, get_args
+
+from aws_lambda_powertools.utilities.idempotency import exceptions as idempotency_exceptions
+
+from tests.support.aws_template import load_template
+from turnkeep import step_events
+from turnkeep.harness import HarnessLimits
+from turnkeep.harness.io import NextAction
+from turnkeep.settings import TurnkeepSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+AWS_ERROR_PREFIXES = ("States.", "Lambda.", "Sandbox.")
+
+
+def _definition() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(
+        (ROOT / "statemachine" / "turn.asl.json").read_text(encoding="utf-8")
+    )
+    return data
+
+
+def _states(states: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for name, state in states.items():
+        yield name, state
+        processor = state.get("ItemProcessor") or state.get("Iterator")
+        if processor:
+            yield from _states(processor["States"])
+
+
+def _tasks() -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(state name, state, function properties) of every Task, through the substitutions."""
+    template = load_template()
+    machine = template["Resources"]["TurnStateMachine"]["Properties"]
+    for name, state in _states(_definition()["States"]):
+        if state["Type"] != "Task":
+            continue
+        placeholder = state["Resource"].removeprefix("${").removesuffix("}")
+        logical_id = machine["DefinitionSubstitutions"][placeholder]["Fn::GetAtt"].split(".")[0]
+        yield name, state, template["Resources"][logical_id]["Properties"]
+
+
+def _retrier(state: dict[str, Any], error: str) -> dict[str, Any] | None:
+    """The retrier Step Functions applies to `error` (the first that names it, or States.ALL)."""
+    for retrier in state.get("Retry", []):
+        if error in retrier["ErrorEquals"] or "States.ALL" in retrier["ErrorEquals"]:
+            return dict(retrier)
+    return None
+
+
+def _total_wait(retrier: dict[str, Any]) -> float:
+    interval = float(retrier.get("IntervalSeconds", 1))
+    rate = float(retrier.get("BackoffRate", 2.0))
+    return sum(interval * rate**attempt for attempt in range(int(retrier.get("MaxAttempts", 3))))
+
+
+def _timeout(function: dict[str, Any]) -> int:
+    globals_ = load_template()["Globals"]["Function"]
+    return int(function.get("Timeout", globals_["Timeout"]))
+
+
+def test_every_task_waits_out_an_in_progress_duplicate_for_longer_than_its_function_runs() -> None:
+    # A duplicate delivery finds the first delivery's INPROGRESS idempotency record, which
+    # Powertools lets expire at that invocation's deadline: giving up earlier fails a turn whose
+    # step may still be running (or has succeeded but could not mark its record done).
+    for name, state, function in _tasks():
+        retrier = _retrier(state, "IdempotencyAlreadyInProgressError")
+        assert retrier is not None, name
+        assert _total_wait(retrier) > _timeout(function), (name, retrier)
+
+
+def test_every_task_retries_transient_step_and_idempotency_store_failures() -> None:
+    for name, state, _function in _tasks():
+        for error in (
+            "RetryableStepError",
+            "IdempotencyPersistenceLayerError",
+            "IdempotencyInconsistentStateError",
+            "Lambda.ServiceException",
+            "Lambda.TooManyRequestsException",
+        ):
+            assert _retrier(state, error) is not None, (name, error)
+
+
+def test_a_timed_out_model_or_tool_step_is_delivered_again_for_the_harness_to_recover() -> None:
+    # A redelivery records a round that died mid-stream as interrupted and settles a started
+    # non-replay-safe tool call as interrupted: the turn goes on instead of failing outright.
+    steps = {name: state for name, state, _f in _tasks()}
+    for name in ("ModelStep", "ToolStep"):
+        retrier = _retrier(steps[name], "Sandbox.Timedout")
+        assert retrier is not None, name
+        assert retrier["MaxAttempts"] >= 1
+
+
+def test_every_retried_error_name_is_the_class_name_a_handler_raises() -> None:
+    # Lambda reports an unhandled exception's class name as errorType: a renamed class would
+    # silently stop matching its Retry.
+    raisable = {step_events.RetryableStepError.__name__} | {
+        name
+        for name, value in vars(idempotency_exceptions).items()
+        if isinstance(value, type) and issubclass(value, Exception)
+    }
+    for name, state, _function in _tasks():
+        for retrier in state.get("Retry", []):
+            for error in retrier["ErrorEquals"]:
+                if not error.startswith(AWS_ERROR_PREFIXES):
+                    assert error in raisable, (name, error)
+
+
+def test_the_route_handles_every_next_action_the_model_step_can_answer() -> None:
+    states = _definition()["States"]
+    route = states["Route"]
+    handled = {c["StringEquals"] for c in route["Choices"] if c["Variable"] == "$.model.next"}
+    assert handled == set(get_args(NextAction))
+    default = states[route["Default"]]
+    assert default["Next"] == "FailTurn"  # an unknown action is a wiring bug: fail honestly
+
+
+def test_every_catch_keeps_the_execution_input_and_ends_in_fail_turn() -> None:
+    states = _definition()["States"]
+    for name, state in states.items():
+        if state["Type"] not in {"Task", "Map"} or name.startswith("FailTurn"):
+            continue
+        catchers = state.get("Catch", [])
+        assert [c["ErrorEquals"] for c in catchers] == [["States.ALL"]], name
+        # ResultPath below the root: session_id and op_id survive for FailTurn's Parameters.
+        assert catchers[0]["ResultPath"] == "$.caught", name
+        assert catchers[0]["Next"] == "FailTurn", name
+    assert states["FailTurn"]["Parameters"]["caught.$"] == "$.caught"
+
+
+def test_a_turn_within_the_default_caps_fits_the_execution_history_limit() -> None:
+    # A Standard execution fails (uncatchably, leaving the turn running) past 25,000 history
+    # events. Per round: the model task 5, Route 2, NextRound 2, the Map 4 + 7 per tool call.
+    template = load_template()
+    environments = [template["Globals"]["Function"]["Environment"]["Variables"]] + [
+        r["Properties"].get("Environment", {}).get("Variables", {})
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::Serverless::Function"
+    ]
+    assert not any("TURNKEEP_MAX_STEPS" in env for env in environments)  # else bound it here
+    max_steps = TurnkeepSettings.model_fields["max_steps"].default
+    calls = HarnessLimits.model_fields["max_tool_calls_per_round"].default
+    events = max_steps * (13 + 7 * calls) + 20
+    assert events * 2 <= 25_000  # room for retries (3 events each) and the terminal steps
