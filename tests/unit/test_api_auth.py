@@ -103,3 +103,11 @@ def test_a_user_id_in_the_body_is_refused_not_used(jwt_app: FastAPI) -> None:
         _event("POST", "/sessions", {"owner_id": "user-b"}, {"sub": "user-a"}), _context()
     )
     assert answer["statusCode"] == 422
+
+
+def test_an_unauthenticated_request_with_malformed_json_is_401_not_422(jwt_app: FastAPI) -> None:
+    event = _event("POST", "/sessions", None)
+    event["body"] = "{not json"
+    answer = Mangum(jwt_app, lifespan="off")(event, _context())
+    assert answer["statusCode"] == 401
+    assert json.loads(answer["body"])["error"]["code"] == "unauthenticated"

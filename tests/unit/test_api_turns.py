@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.api_client import ApiHarness, auth, make_harness
 from turnkeep.api import ApiSettings
-from turnkeep.api.views import turn_events
+from turnkeep.api.views import turn_events, turn_view
 from turnkeep.harness import ModelStepInput, model_step, resume_turn
 from turnkeep.harness.state import frames_address, response_id
 from turnkeep.providers.base import (
@@ -333,3 +333,76 @@ def test_frames_read_just_before_their_round_settles_are_not_returned(
     assert [e.kind for e in page.events] == ["entry", "entry"]
     assert page.events[1].entry_id == response_id(turn, 0)
     assert page.events[1].interrupted is True
+
+
+def test_cancel_racing_the_turns_end_answers_200_and_reports_no_cancel(
+    paused_api: ApiHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from turnkeep.api import turns as turn_routes
+
+    api = paused_api
+    sid = api.session()
+    turn = api.start(sid, "hello")
+    with open_storage(api.runtime.storage_url, sid) as storage:
+        running_view = turn_view(storage, api.runtime.envelopes.get(sid), turn)
+    resume_turn(api.runtime.deps, sid, turn)  # the turn ends between the read and the cancel
+    monkeypatch.setattr(turn_routes, "turn_view", lambda *_args: running_view)
+    response = api.client.post(f"/sessions/{sid}/turns/{turn}/cancel", headers=auth())
+    assert response.status_code == 200, response.text
+    assert response.json() == {"turn_id": turn, "status": "completed", "cancel_requested": False}
+
+
+def test_a_turn_start_reads_the_callers_envelope_once_for_ownership_and_rate_limit(
+    paused_api: ApiHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api = paused_api
+    sid = api.session()
+    envelopes = api.runtime.envelopes
+    reads: list[str] = []
+    real = envelopes.get_for_owner
+
+    def counting(owner_id: str, session_id: str) -> Any:
+        reads.append(session_id)
+        return real(owner_id, session_id)
+
+    monkeypatch.setattr(envelopes, "get_for_owner", counting)
+    api.start(sid, "hello")
+    assert reads == [sid]
+    meta = cast(Any, envelopes.get(sid)).meta
+    assert meta["turnRateWindowCount"] == 1
+
+
+@dataclass
+class _EndsAfterRecordRead:
+    """A storage whose first result read misses: the turn ends right after that read."""
+
+    inner: Storage
+    end: Callable[[], object]
+    ended: bool = False
+
+    def get_value(self, address: Any) -> Any:
+        found = self.inner.get_value(address)
+        if not self.ended and found is None:
+            self.ended = True
+            self.end()
+        return found
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_turn_status_read_while_the_turn_ends_is_its_record_not_404(
+    paused_api: ApiHarness,
+) -> None:
+    api = paused_api
+    sid = api.session()
+    turn = api.start(sid, "hello")
+    inner = open_storage(api.runtime.storage_url, sid)
+    try:
+        racing = _EndsAfterRecordRead(inner, lambda: resume_turn(api.runtime.deps, sid, turn))
+        view = turn_view(cast(Storage, racing), api.runtime.envelopes.get(sid), turn)
+    finally:
+        inner.close()
+    assert racing.ended
+    assert view.finished is True
+    assert view.status == "completed"

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from turnkeep.api.app import create_app
 from turnkeep.api.auth import LocalDevAuthenticator
-from turnkeep.api.launch import LocalLauncher
+from turnkeep.api.launch import LaunchError, LocalLauncher
 from turnkeep.api.settings import ApiSettings
 from turnkeep.api.views import DELETE_MARKER
 from turnkeep.harness.state import validate_op_id
@@ -52,7 +52,12 @@ def resume_unfinished(runtime: Runtime, launcher: LocalLauncher) -> list[str]:
             validate_op_id(op_id)
         except ValueError:
             continue
-        launcher.launch(session_id, op_id)
+        try:
+            launcher.launch(session_id, op_id)
+        except LaunchError as exc:
+            # Still `running` in the envelope: the next start-up tries again.
+            logger.warning("turn %s of %s not resumed: %s", op_id, session_id, exc)
+            continue
         resumed.append(f"{session_id}/{op_id}")
     return resumed
 

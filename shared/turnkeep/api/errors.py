@@ -121,9 +121,19 @@ def domain_status(exc: Exception) -> tuple[int, str] | None:
 _UNION_TAGS = frozenset({"str", "int", "float", "bool", "none", "list", "dict"})
 
 
+_NAME_MAX_CHARS = 64
+
+
+def brief_name(name: str) -> str:
+    """A client-supplied key or field name, shortened so an error never echoes a huge one."""
+    if len(name) <= _NAME_MAX_CHARS:
+        return name
+    return f"{name[: _NAME_MAX_CHARS - 16]}…({len(name)} chars)"
+
+
 def _field_of(loc: Sequence[Any]) -> str:
     # ("body", "text") -> "text"; ("query", "cursor") -> "cursor"; ("body",) -> "body"
-    parts = [str(p) for p in loc[1:]] if len(loc) > 1 else [str(p) for p in loc]
+    parts = [brief_name(str(p)) for p in (loc[1:] if len(loc) > 1 else loc)]
     while len(parts) > 1 and parts[-1] in _UNION_TAGS:
         parts.pop()
     return ".".join(parts)
@@ -154,6 +164,14 @@ def _validation_message(errors: Sequence[Any]) -> tuple[str, str]:
     return next(iter(by_field)), "; ".join(lines) + more
 
 
+_HTTP_CODES = {
+    400: "invalid_body",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "body_too_large",
+}
+
+
 def install_error_handlers(app: FastAPI, *, max_body_bytes: int) -> None:
     """Register the JSON error handlers and the catch-all for genuine bugs."""
 
@@ -163,14 +181,21 @@ def install_error_handlers(app: FastAPI, *, max_body_bytes: int) -> None:
             exc.status, exc.code, exc.message, field=exc.field, headers=exc.headers
         )
 
-    async def on_validation(_request: Request, exc: Exception) -> JSONResponse:
+    async def on_validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
+        # FastAPI parses the JSON body before it resolves dependencies: identity comes first.
+        authenticator = getattr(getattr(request.app.state, "turnkeep", None), "authenticator", None)
+        if authenticator is not None:
+            try:
+                authenticator.user_id(request)
+            except ApiError as denied:
+                return await on_api_error(request, denied)
         field, message = _validation_message(exc.errors())
         return error_response(422, "validation_error", message, field=field)
 
     async def on_http(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
         detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
         return error_response(exc.status_code, code, detail, headers=exc.headers)
 
@@ -189,6 +214,15 @@ def install_error_handlers(app: FastAPI, *, max_body_bytes: int) -> None:
     for kind, _status, _code in _DOMAIN:
         app.add_exception_handler(kind, on_domain)
     app.add_middleware(GuardMiddleware, max_body_bytes=max_body_bytes)
+
+
+class _BodyTooLarge(StarletteHTTPException):
+    """Raised from the guarded `receive` once a body without Content-Length exceeds the cap.
+
+    An HTTPException, so FastAPI's body parser re-raises it (instead of a generic 400)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(413, f"request body exceeds the limit of {max_bytes} bytes")
 
 
 class GuardMiddleware:
@@ -216,6 +250,17 @@ class GuardMiddleware:
             )(scope, receive, send)
             return
         started = False
+        received = 0
+
+        async def counting_receive() -> Message:
+            # A chunked body carries no Content-Length: count what actually arrives.
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > max_bytes:
+                    raise _BodyTooLarge(max_bytes)
+            return message
 
         async def tracking_send(message: Message) -> None:
             nonlocal started
@@ -224,7 +269,11 @@ class GuardMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, receive, tracking_send)
+            await self.app(scope, counting_receive, tracking_send)
+        except _BodyTooLarge as exc:
+            if started:
+                raise
+            await error_response(413, "body_too_large", exc.detail)(scope, receive, send)
         except Exception:
             logger.exception("unhandled error in %s %s", scope.get("method"), scope.get("path"))
             if started:

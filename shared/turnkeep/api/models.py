@@ -15,6 +15,40 @@ MetaValue = StrictStr | StrictInt | StrictFloat | StrictBool
 TurnStatus = Literal["idle", "running", "cancelling", "completed", "failed", "aborted", "deleting"]
 
 
+class ErrorDetail(BaseModel):
+    """What went wrong: a stable `code`, a readable `message`, the offending `field` if any."""
+
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorBody(BaseModel):
+    """The body of every error answer (4xx and 5xx)."""
+
+    error: ErrorDetail
+
+
+_ERROR_DESCRIPTIONS = {
+    400: "bad request (a host key the PUT may not set, an unparsable body)",
+    401: "no usable identity (JWT `sub` claim; locally `Bearer dev-<user>`)",
+    404: "no such session or turn of the caller (another user's answers the same)",
+    409: "conflict (a turn is running, the id is taken, the session is being deleted)",
+    413: "request body too large",
+    422: "invalid input: the message names the field",
+    429: "turn-start rate limit (see `Retry-After`)",
+    503: "a store is unavailable, or the turn could not be launched (retry)",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` entries for error statuses, all with the `ErrorBody` shape."""
+    return {
+        status: {"model": ErrorBody, "description": _ERROR_DESCRIPTIONS[status]}
+        for status in statuses
+    }
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from turnkeep.api.errors import ApiError, not_found
-from turnkeep.envelope import EnvelopeConflictError, EnvelopeStore
+from turnkeep.envelope import Envelope, EnvelopeConflictError, EnvelopeStore
 
 _ATTEMPTS = 3
 
@@ -23,11 +23,15 @@ def reserve_turn_start(
     limit: int,
     window_seconds: float,
     now_ms: int,
+    envelope: Envelope | None = None,
 ) -> None:
-    """Take one start slot of the session's current window, or raise a 429 `ApiError`."""
+    """Take one start slot of the session's current window, or raise a 429 `ApiError`.
+
+    `envelope`: the caller's envelope as just read (saves the first re-read)."""
     window_ms = max(1, int(window_seconds * 1000))
-    for _ in range(_ATTEMPTS):
-        envelope = envelopes.get_for_owner(owner_id, session_id)
+    for attempt in range(_ATTEMPTS):
+        if attempt or envelope is None:
+            envelope = envelopes.get_for_owner(owner_id, session_id)
         if envelope is None:
             raise not_found("session")
         started = envelope.meta.get("turnRateWindowStartedAt")

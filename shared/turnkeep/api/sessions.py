@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query, Response
 
 from turnkeep.api.context import Ctx, SessionId, User
-from turnkeep.api.errors import ApiError
+from turnkeep.api.errors import ApiError, brief_name
 from turnkeep.api.models import (
     CreateSessionRequest,
     MetaValue,
@@ -16,6 +16,7 @@ from turnkeep.api.models import (
     SessionList,
     SessionView,
     TranscriptPage,
+    error_responses,
 )
 from turnkeep.api.views import DELETE_MARKER, session_view, transcript_page
 from turnkeep.envelope import (
@@ -28,7 +29,8 @@ from turnkeep.envelope import (
 from turnkeep.harness.state import STARTABLE_STATUSES
 from turnkeep.storage import open_repository
 
-router = APIRouter(prefix="/sessions", tags=["sessions"])
+router = APIRouter(prefix="/sessions", tags=["sessions"], responses=error_responses(401, 503))
+_SESSION = error_responses(404, 422)
 
 Cursor = Annotated[
     int | None,
@@ -37,7 +39,12 @@ Cursor = Annotated[
 Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
 
 
-@router.post("", status_code=201, response_model=SessionView)
+@router.post(
+    "",
+    status_code=201,
+    response_model=SessionView,
+    responses=error_responses(409, 413, 422),
+)
 def create_session(ctx: Ctx, user: User, body: CreateSessionRequest | None = None) -> SessionView:
     """Create a session owned by the caller (409 when a client-chosen id is taken)."""
     request = body or CreateSessionRequest()
@@ -62,13 +69,18 @@ def list_sessions(ctx: Ctx, user: User) -> SessionList:
     )
 
 
-@router.get("/{session_id}", response_model=SessionView)
+@router.get("/{session_id}", response_model=SessionView, responses=_SESSION)
 def get_session(ctx: Ctx, user: User, session_id: SessionId) -> SessionView:
     """One of the caller's sessions."""
     return session_view(ctx.owned(user, session_id))
 
 
-@router.delete("/{session_id}", status_code=204, response_class=Response)
+@router.delete(
+    "/{session_id}",
+    status_code=204,
+    response_class=Response,
+    responses={**_SESSION, **error_responses(409)},
+)
 def delete_session(ctx: Ctx, user: User, session_id: SessionId) -> Response:
     """Remove the envelope and every stored record of the session; 409 while a turn runs."""
     ctx.owned(user, session_id)
@@ -99,7 +111,11 @@ def delete_session(ctx: Ctx, user: User, session_id: SessionId) -> Response:
     return Response(status_code=204)
 
 
-@router.put("/{session_id}/meta", response_model=SessionView)
+@router.put(
+    "/{session_id}/meta",
+    response_model=SessionView,
+    responses={**_SESSION, **error_responses(400, 413)},
+)
 def put_meta(
     ctx: Ctx,
     user: User,
@@ -128,11 +144,12 @@ def put_meta(
                 field=key,
             )
         if key not in HOST_META_KEYS:
+            name = brief_name(key)
             raise ApiError(
                 400,
                 "unknown_meta_key",
-                f"unknown meta key {key!r}; host keys are: {', '.join(sorted(HOST_META_KEYS))}",
-                field=key,
+                f"unknown meta key {name!r}; host keys are: {', '.join(sorted(HOST_META_KEYS))}",
+                field=name,
             )
     try:
         envelope = ctx.runtime.envelopes.put_host_meta(
@@ -143,7 +160,7 @@ def put_meta(
     return session_view(envelope)
 
 
-@router.get("/{session_id}/notes", response_model=NotesView)
+@router.get("/{session_id}/notes", response_model=NotesView, responses=_SESSION)
 def get_notes(ctx: Ctx, user: User, session_id: SessionId) -> NotesView:
     """The working notes (read-only: only the working_notes_* tools write them)."""
     notes = ctx.owned(user, session_id).working_notes
@@ -151,7 +168,10 @@ def get_notes(ctx: Ctx, user: User, session_id: SessionId) -> NotesView:
 
 
 @router.get(
-    "/{session_id}/transcript", response_model=TranscriptPage, response_model_exclude_none=True
+    "/{session_id}/transcript",
+    response_model=TranscriptPage,
+    response_model_exclude_none=True,
+    responses=_SESSION,
 )
 def get_transcript(
     ctx: Ctx, user: User, session_id: SessionId, cursor: Cursor = None, limit: Limit = 100

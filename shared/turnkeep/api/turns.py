@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from typing import Annotated, cast
 
 from fastapi import APIRouter, Query, Response
 
 from turnkeep.api.context import ApiContext, Ctx, SessionId, TurnId, User
 from turnkeep.api.errors import ApiError, not_found
-from turnkeep.api.models import CancelView, EventsPage, StartTurnRequest, TurnAccepted, TurnView
+from turnkeep.api.models import (
+    CancelView,
+    EventsPage,
+    StartTurnRequest,
+    TurnAccepted,
+    TurnStatus,
+    TurnView,
+    error_responses,
+)
 from turnkeep.api.ratelimit import reserve_turn_start
 from turnkeep.api.sessions import Cursor
 from turnkeep.api.views import DELETE_MARKER, TurnNotFound, turn_events, turn_view
@@ -24,7 +32,11 @@ from turnkeep.harness import (
 
 logger = logging.getLogger("turnkeep.api")
 
-router = APIRouter(prefix="/sessions/{session_id}/turns", tags=["turns"])
+router = APIRouter(
+    prefix="/sessions/{session_id}/turns",
+    tags=["turns"],
+    responses=error_responses(401, 404, 422, 503),
+)
 
 EventLimit = Annotated[int, Query(ge=1, le=1000, description="events per page")]
 
@@ -65,7 +77,12 @@ def _check_model(ctx: ApiContext, model: str | None) -> None:
         )
 
 
-@router.post("", status_code=202, response_model=TurnAccepted)
+@router.post(
+    "",
+    status_code=202,
+    response_model=TurnAccepted,
+    responses=error_responses(409, 413, 429),
+)
 def start(
     ctx: Ctx, user: User, session_id: SessionId, body: StartTurnRequest, response: Response
 ) -> TurnAccepted:
@@ -85,6 +102,7 @@ def start(
         limit=ctx.settings.turn_start_limit,
         window_seconds=ctx.settings.turn_start_window_seconds,
         now_ms=ctx.now_ms(),
+        envelope=envelope,
     )
     op_id = new_op_id()
     deps = ctx.runtime.deps
@@ -129,7 +147,14 @@ def status(ctx: Ctx, user: User, session_id: SessionId, turn_id: TurnId) -> Turn
             raise not_found("turn") from None
 
 
-@router.post("/{turn_id}/cancel", status_code=202, response_model=CancelView)
+@router.post(
+    "/{turn_id}/cancel",
+    status_code=202,
+    response_model=CancelView,
+    responses={
+        200: {"model": CancelView, "description": "the turn had already ended; nothing changed"}
+    },
+)
 def cancel(
     ctx: Ctx, user: User, session_id: SessionId, turn_id: TurnId, response: Response
 ) -> CancelView:
@@ -144,7 +169,11 @@ def cancel(
         response.status_code = 200
         return CancelView(turn_id=turn_id, status=view.status, cancel_requested=False)
     result = cancel_turn(ctx.runtime.deps, session_id, turn_id)
-    return CancelView(turn_id=turn_id, status=result.status, cancel_requested=True)  # type: ignore[arg-type]
+    status = cast(TurnStatus, result.status)
+    if status != "cancelling":  # the turn ended between our read and the cancel: nothing changed
+        response.status_code = 200
+        return CancelView(turn_id=turn_id, status=status, cancel_requested=False)
+    return CancelView(turn_id=turn_id, status=status, cancel_requested=True)
 
 
 @router.get("/{turn_id}/events", response_model=EventsPage, response_model_exclude_none=True)

@@ -105,6 +105,26 @@ def _record(storage: Storage, op_id: str) -> tuple[TurnRecord, int] | None:
     return TurnRecord.model_validate(stored.value), stored.seq
 
 
+def _record_or_state(
+    storage: Storage, op_id: str
+) -> tuple[tuple[TurnRecord, int] | None, OperationState | None]:
+    """The turn's terminal record (with its seq), else its running state; TurnNotFound if none.
+
+    The record is read first, then the state; a turn that ended between the two reads has no
+    state any more but its record exists now, so it is read again.
+    """
+    found = _record(storage, op_id)
+    if found is not None:
+        return found, None
+    state = load_state(storage, op_id)
+    if state is not None:
+        return None, state
+    found = _record(storage, op_id)
+    if found is None:
+        raise TurnNotFound(op_id)
+    return found, None
+
+
 def _live_status(envelope: Envelope | None, op_id: str) -> TurnStatus:
     meta = envelope.meta if envelope is not None else {}
     if meta.get("turnRunId") == op_id and meta.get("turnStatus") == "cancelling":
@@ -114,7 +134,7 @@ def _live_status(envelope: Envelope | None, op_id: str) -> TurnStatus:
 
 def turn_view(storage: Storage, envelope: Envelope | None, op_id: str) -> TurnView:
     """Status of `op_id` from storage (the record, else the running operation state)."""
-    found = _record(storage, op_id)
+    found, state = _record_or_state(storage, op_id)
     if found is not None:
         record = found[0]
         return TurnView(
@@ -126,8 +146,7 @@ def turn_view(storage: Storage, envelope: Envelope | None, op_id: str) -> TurnVi
             rounds=record.rounds,
             usage=Usage(**record.usage.model_dump()),
         )
-    state = load_state(storage, op_id)
-    if state is None:
+    if state is None:  # pragma: no cover - _record_or_state returns one of the two
         raise TurnNotFound(op_id)
     return TurnView(
         turn_id=op_id,
@@ -231,15 +250,7 @@ def turn_events(
     storage: Storage, envelope: Envelope | None, op_id: str, cursor: int | None, limit: int
 ) -> EventsPage:
     """One page of the turn's events after `cursor` (see the module docstring)."""
-    found = _record(storage, op_id)
-    state: OperationState | None = None
-    if found is None:
-        state = load_state(storage, op_id)
-        if state is None:
-            # Ended between the two reads? Then the record exists now.
-            found = _record(storage, op_id)
-            if found is None:
-                raise TurnNotFound(op_id)
+    found, state = _record_or_state(storage, op_id)
     after = cursor if cursor is not None else 0
     user = storage.get_entries([user_entry_id(op_id)])
     if user:
