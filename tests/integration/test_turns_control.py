@@ -378,3 +378,69 @@ def test_tool_calls_made_in_the_wrap_up_round_are_answered_and_the_next_turn_sti
     assert follow_up.error is not None
     assert follow_up.error.startswith("max_steps_exceeded")
     check_transcript(h.transcript())
+
+
+STALE = HarnessLimits(wall_clock_seconds=300, stale_turn_seconds=3600, frame_interval_ms=0)
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_a_turn_nobody_drove_past_its_deadline_and_the_stale_grace_is_ended_by_the_next_start(
+    tmp_path: Path, backend: str
+) -> None:
+    h = make_harness(tmp_path, backend, limits=STALE)
+    _start(h, "op-lost", 'call echo {"text": "never runs"}')
+    model_step(h.deps, ModelStepInput(session_id=h.session_id, op_id="op-lost", round=0))
+    h.clock.advance(300 + 3600 + 1)  # its orchestrator is gone: no step ran since
+
+    _start(h, "op-next", "hello again")
+
+    with h.storage() as storage:
+        lost = load_record(storage, "op-lost")
+    assert lost is not None
+    assert lost.status == "failed"
+    assert lost.error is not None
+    assert lost.error.startswith("abandoned:")
+    assert h.scope_residue("op-lost") == 0
+    assert h.meta()["turnRunId"] == "op-next"
+    assert h.meta()["turnStatus"] == "running"
+    result = resume_turn(h.deps, h.session_id, "op-next")
+    assert result.status == "completed"
+    check_transcript(h.transcript())  # the lost turn's pending call got an explicit result
+
+
+def test_a_turn_past_its_deadline_but_within_the_stale_grace_still_blocks_a_new_start(
+    tmp_path: Path,
+) -> None:
+    h = make_harness(tmp_path, limits=STALE)
+    _start(h, "op-slow", "hello")
+    h.clock.advance(300 + 3600 - 1)
+
+    with pytest.raises(TurnConflictError):
+        _start(h, "op-next", "hello again")
+    with h.storage() as storage:
+        assert load_state(storage, "op-slow") is not None  # untouched
+
+
+def test_a_claim_whose_first_commit_never_landed_is_taken_over_once_stale(
+    tmp_path: Path,
+) -> None:
+    h = make_harness(tmp_path, limits=STALE)
+    h.envelopes.update_worker_meta(
+        h.session_id,
+        {
+            "turnStatus": "running",
+            "turnRunId": "op-ghost",
+            "turnStartedAt": int(h.clock() * 1000),
+        },
+    )
+    with pytest.raises(TurnConflictError):
+        _start(h, "op-early", "too soon")
+    h.clock.advance(300 + 3600 + 1)
+
+    _start(h, "op-next", "hello")
+
+    assert h.meta()["turnRunId"] == "op-next"
+    with h.storage() as storage:
+        ghost = load_record(storage, "op-ghost")
+    assert ghost is not None
+    assert ghost.status == "failed"

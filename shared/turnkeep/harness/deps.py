@@ -40,6 +40,13 @@ class HarnessLimits(BaseModel):
         default=2, ge=0, description="in-process retries of a retryable model error"
     )
     tool_parallelism: int = Field(default=4, ge=1, description="in-process parallel tool steps")
+    stale_turn_seconds: float = Field(
+        default=3600.0,
+        ge=60,
+        description="a running turn with no end this long after its deadline is abandoned: "
+        "a new turn of the session fails it and takes over (longer than any orchestrator "
+        "retry, e.g. the state machine's 3600 s execution timeout)",
+    )
     max_tool_calls_per_round: int = Field(
         default=32,
         ge=1,

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from turnkeep.envelope import EnvelopeConflictError
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import SessionNotFoundError, TurnConflictError
-from turnkeep.harness.io import StartTurnInput, StartTurnOutput
+from turnkeep.harness.io import FailTurnInput, StartTurnInput, StartTurnOutput
 from turnkeep.harness.state import (
     STARTABLE_STATUSES,
     OperationState,
@@ -21,6 +22,7 @@ from turnkeep.harness.state import (
     validate_op_id,
 )
 from turnkeep.harness.steps.common import clip, envelope_terminal, epoch_ms, open_session
+from turnkeep.harness.steps.terminal import fail_turn
 from turnkeep.harness.transcript import entry_data
 from turnkeep.providers.base import Message, TextPart
 from turnkeep.storage import MESSAGE_ENTRY_TYPE, Storage, insert_entry, set_value
@@ -87,6 +89,23 @@ def start_turn(deps: HarnessDeps, inp: StartTurnInput) -> StartTurnOutput:
     return StartTurnOutput(session_id=inp.session_id, op_id=op, status="running")
 
 
+def _overdue_seconds(
+    deps: HarnessDeps, storage: Storage, meta: Mapping[str, object], running: str
+) -> float | None:
+    """Seconds the running turn is past its deadline, if that exceeds the stale grace."""
+    now = deps.clock()
+    state = load_state(storage, running)
+    if state is not None:
+        deadline = state.deadline_at
+    else:  # claimed, but its first commit never landed: measure from the claim
+        started_ms = meta.get("turnStartedAt")
+        if not isinstance(started_ms, int) or isinstance(started_ms, bool):
+            return None
+        deadline = started_ms / 1000 + deps.limits.wall_clock_seconds
+    overdue = now - deadline
+    return overdue if overdue > deps.limits.stale_turn_seconds else None
+
+
 def _claim(deps: HarnessDeps, storage: Storage, session_id: str, op: str) -> None:
     patch: dict[str, Any] = {
         "turnStatus": "running",
@@ -114,6 +133,22 @@ def _claim(deps: HarnessDeps, storage: Storage, session_id: str, op: str) -> Non
                 record = load_record(storage, running)
                 if record is not None:
                     envelope_terminal(deps, session_id, record, None)
+                    continue
+            # A turn nobody drove to its end (orchestrator gone, its fail step failed too)
+            # would block the session forever: past its deadline plus the stale grace, end it
+            # honestly and take over.
+            if attempt == 0 and isinstance(running, str):
+                overdue = _overdue_seconds(deps, storage, meta, running)
+                if overdue is not None:
+                    fail_turn(
+                        deps,
+                        FailTurnInput(
+                            session_id=session_id,
+                            op_id=running,
+                            error=f"abandoned: still running {overdue:.0f} s after its deadline "
+                            "with no orchestrator driving it; ended when a new turn started",
+                        ),
+                    )
                     continue
             raise TurnConflictError(
                 session_id,
