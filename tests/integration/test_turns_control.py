@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from tests.integration.turns_support import USER, RecordingProvider, make_harness
 from turnkeep.harness import (
@@ -42,6 +44,7 @@ from turnkeep.providers.base import (
     check_transcript,
 )
 from turnkeep.system_prompt import resolve_system
+from turnkeep.tools.base import Tool, ToolContext, ToolResult
 
 TWO_ROUNDS = 'call echo {"text": "a"}\ncall echo {"text": "b"}\nthen\ncall echo {"text": "c"}'
 
@@ -444,3 +447,27 @@ def test_a_claim_whose_first_commit_never_landed_is_taken_over_once_stale(
         ghost = load_record(storage, "op-ghost")
     assert ghost is not None
     assert ghost.status == "failed"
+
+
+class _NoArgs(BaseModel):
+    pass
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_the_tool_calls_of_one_round_run_in_parallel(tmp_path: Path, backend: str) -> None:
+    # Both calls must be inside the tool at the same time to pass the barrier; run one after
+    # the other, the first would wait alone until the barrier times out and breaks.
+    barrier = threading.Barrier(2, timeout=10)
+
+    def meet(_args: _NoArgs, _ctx: ToolContext) -> ToolResult:
+        barrier.wait()
+        return ToolResult("met")
+
+    tool = Tool("meet", "waits for the other call of its round", _NoArgs, meet)
+    h = make_harness(tmp_path, backend, tools=[tool])
+
+    result = run_turn(h.deps, h.session_id, USER, "call meet {}\ncall meet {}", op_id="op-par")
+
+    assert result.status == "completed"
+    results = [p for m in h.transcript() for p in m.parts if isinstance(p, ToolResultPart)]
+    assert [(r.content, r.is_error) for r in results] == [("met", False), ("met", False)]
