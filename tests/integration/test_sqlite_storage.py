@@ -407,3 +407,17 @@ def test_repository_lists_only_sessions_that_committed(db: Path) -> None:
         assert repository.list_sessions() == ["written"]
     finally:
         repository.close()
+
+
+def test_every_commit_takes_the_write_lock_up_front_with_begin_immediate(tmp_path: Path) -> None:
+    # BEGIN IMMEDIATE makes sequence allocation wait for the file's write lock instead of
+    # failing mid-transaction when another handle or process commits first.
+    storage = open_storage(f"sqlite:///{tmp_path / 'lock.db'}", "s1")
+    assert isinstance(storage, SqliteStorage)
+    statements: list[str] = []
+    storage._conn.set_trace_callback(statements.append)
+    storage.commit([set_value(value("a"), 1)])
+    storage.commit([set_value(value("a", "", ephemeral_scope("op")), 2)])
+    storage.close()
+    begins = [s for s in statements if s.upper().startswith("BEGIN")]
+    assert begins == ["BEGIN IMMEDIATE", "BEGIN IMMEDIATE"]
