@@ -1,0 +1,370 @@
+"""`turnkeep chat --url`: the terminal chat as a client of the HTTP API (contract: docs/api.md).
+
+A turn is `POST /sessions/{id}/turns`, then `GET .../turns/{turn}/events?cursor=` with each
+page's `next_cursor` until `finished`, with a bounded backoff while pages come back empty.
+`TurnEventRenderer` turns those events into printer calls so every piece of text is shown once:
+frames (provisional, of the running round) print their new text as it arrives, and the round's
+settled entry prints only what the frames had not shown yet.
+
+httpx is imported lazily: `turnkeep demo` and the in-process chat do not need it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import quote, urlsplit
+
+if TYPE_CHECKING:
+    import httpx
+
+CONNECT_TIMEOUT_S = 5.0
+REQUEST_TIMEOUT_S = 30.0
+POLL_MIN_S = 0.05
+POLL_MAX_S = 0.5
+DEFAULT_TURN_WALL_S = 600.0
+PAGE_LIMIT = 200
+_BODY_SHOWN = 300
+
+
+class ChatOutput(Protocol):
+    """Where a turn is printed (the CLI's `StreamPrinter`)."""
+
+    def text(self, piece: str) -> None:
+        """Assistant text, appended to the reply being shown."""
+        ...
+
+    def end_text(self) -> None:
+        """Close the reply being shown (a no-op when none is)."""
+        ...
+
+    def tool_call(self, name: str, arguments: str) -> None:
+        """One tool call the model made."""
+        ...
+
+    def tool_result(self, name: str, content: str, is_error: bool) -> None:
+        """One finished tool call."""
+        ...
+
+    def notice(self, line: str) -> None:
+        """A line of its own (status, errors)."""
+        ...
+
+
+class ApiUnreachableError(Exception):
+    """The API could not be reached or did not answer; the chat cannot go on."""
+
+
+@dataclass(frozen=True)
+class RemoteApiError(Exception):
+    """An error answer of the API: `{"error": {"code", "message"}}` plus `Retry-After`."""
+
+    status: int
+    code: str
+    message: str
+    retry_after: str | None = None
+
+    def __str__(self) -> str:
+        text = f"API error {self.status} {self.code}: {self.message}"
+        if self.retry_after is not None:
+            text += f" (retry after {self.retry_after} s)"
+        return text
+
+
+def check_url(url: str) -> str:
+    """The API base URL without a trailing slash; ValueError naming it unless http(s)://host."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"--url must be an http:// or https:// URL with a host, got {url!r}")
+    if parts.query or parts.fragment:
+        raise ValueError(f"--url must not carry a query or fragment, got {url!r}")
+    return url.rstrip("/")
+
+
+def _parts_text(parts: object) -> str:
+    if not isinstance(parts, list):
+        return ""
+    return "".join(
+        str(p.get("text", "")) for p in parts if isinstance(p, dict) and p.get("kind") == "text"
+    )
+
+
+class TurnEventRenderer:
+    """Prints one turn's API events through a `ChatOutput`, each piece of text exactly once.
+
+    Frames append their text to the reply of their `response_id`; the settled assistant entry
+    with that id then prints only the part of its text the frames did not show (all of it when
+    no frame was seen). Should the settled text not extend what streamed (a retried round), the
+    whole settled text is printed after a notice rather than a silently wrong reply. Events at
+    or below the highest `seq` already handled are ignored.
+    """
+
+    def __init__(self, output: ChatOutput) -> None:
+        self.output = output
+        self.last_seq = 0
+        self.frames_seen = 0
+        self._shown: dict[str, str] = {}
+        self._settled: set[str] = set()
+
+    def on_event(self, event: Mapping[str, Any]) -> None:
+        """Handle one event of a page (pages are fed in order)."""
+        seq = event.get("seq")
+        if isinstance(seq, int):
+            if seq <= self.last_seq:
+                return
+            self.last_seq = seq
+        kind = event.get("kind")
+        if kind == "frame":
+            self._frame(event)
+        elif kind == "entry":
+            self._entry(event)
+
+    def finish(self) -> None:
+        """End the reply being shown (the turn ended)."""
+        self.output.end_text()
+
+    def _frame(self, event: Mapping[str, Any]) -> None:
+        rid = str(event.get("response_id") or "")
+        if rid in self._settled:
+            return  # the entry already showed this round
+        self.frames_seen += 1
+        piece = event.get("text")
+        if isinstance(piece, str) and piece:
+            self._shown[rid] = self._shown.get(rid, "") + piece
+            self.output.text(piece)
+
+    def _entry(self, event: Mapping[str, Any]) -> None:
+        role = event.get("role")
+        parts = event.get("parts")
+        if role == "assistant":
+            rid = str(event.get("response_id") or event.get("entry_id") or "")
+            self._settled.add(rid)
+            shown = self._shown.pop(rid, "")
+            full = _parts_text(parts)
+            if full.startswith(shown):
+                if full[len(shown) :]:
+                    self.output.text(full[len(shown) :])
+            else:
+                self.output.end_text()
+                self.output.notice("[the streamed reply was revised; the settled reply:]")
+                self.output.text(full)
+            self.output.end_text()
+            if event.get("interrupted"):
+                self.output.notice("[this reply was interrupted]")
+            for part in parts if isinstance(parts, list) else []:
+                if isinstance(part, dict) and part.get("kind") == "tool_call":
+                    self.output.tool_call(str(part.get("name")), str(part.get("arguments", "")))
+        elif role == "tool":
+            for part in parts if isinstance(parts, list) else []:
+                if isinstance(part, dict) and part.get("kind") == "tool_result":
+                    self.output.tool_result(
+                        str(part.get("name")),
+                        str(part.get("content", "")),
+                        bool(part.get("is_error", False)),
+                    )
+        # The user entry is the line just typed: not echoed.
+
+
+def status_line(turn_id: str, view: Mapping[str, Any]) -> str:
+    """`[turn <id>: <status>, N model rounds, X in / Y out tokens(, error: ...)]`."""
+    rounds = int(view.get("rounds") or 0)
+    raw_usage = view.get("usage")
+    usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+    text = f"[turn {turn_id}: {view.get('status')}, "
+    text += f"{rounds} model round{'' if rounds == 1 else 's'}"
+    text += f", {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens"
+    error = view.get("error")
+    return text + (f", error: {error}]" if error else "]")
+
+
+class RemoteChat:
+    """One chat session on the API: `open_session`, then `turn(text)` and `notes()` per line.
+
+    Error answers raise `RemoteApiError`; transport failures and timeouts raise
+    `ApiUnreachableError`. `sleep` and `clock` are injectable so polling is testable.
+    """
+
+    def __init__(
+        self,
+        client: httpx.Client,
+        output: ChatOutput,
+        *,
+        turn_wall_s: float = DEFAULT_TURN_WALL_S,
+        model: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if turn_wall_s <= 0:
+            raise ValueError(f"turn wall time must be > 0 seconds, got {turn_wall_s}")
+        self.client = client
+        self.output = output
+        self.turn_wall_s = turn_wall_s
+        self.model = model
+        self.sleep = sleep
+        self.clock = clock
+        self.session_id: str | None = None
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        """The JSON object of a 2xx answer (`{}` when empty); RemoteApiError otherwise."""
+        import httpx
+
+        try:
+            response = self.client.request(method, path, **kwargs)
+        except httpx.TimeoutException as exc:
+            raise ApiUnreachableError(
+                f"the API at {self.client.base_url} did not answer in time ({type(exc).__name__})"
+            ) from None
+        except httpx.TransportError as exc:
+            raise ApiUnreachableError(
+                f"cannot reach the API at {self.client.base_url}: {type(exc).__name__}: {exc}"
+            ) from None
+        if not response.is_success:
+            raise _api_error(response)
+        if not response.content:
+            return {}
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise RemoteApiError(
+                response.status_code,
+                "unexpected_answer",
+                f"{method} {path} answered {response.headers.get('content-type', 'no type')!r}"
+                ", not a JSON object: is --url the turnkeep API?",
+            )
+        return body
+
+    def _session_path(self) -> str:
+        if self.session_id is None:
+            raise RuntimeError("open_session() first")
+        return f"/sessions/{quote(self.session_id, safe='')}"
+
+    def open_session(self, session_id: str | None) -> str:
+        """Reuse `session_id` if the caller owns it, else create it (a new id when None)."""
+        if session_id is not None:
+            try:
+                self._call("GET", f"/sessions/{quote(session_id, safe='')}")
+            except RemoteApiError as exc:
+                if exc.status != 404:
+                    raise
+            else:
+                self.session_id = session_id
+                return session_id
+        body: dict[str, str] = {"title": "turnkeep chat"}
+        if session_id is not None:
+            body["session_id"] = session_id
+        created = self._call("POST", "/sessions", json=body)
+        self.session_id = _required(created, "session_id", "POST /sessions")
+        return self.session_id
+
+    def notes(self) -> str | None:
+        """The session's working notes (None when there are none)."""
+        notes = self._call("GET", f"{self._session_path()}/notes").get("notes")
+        return notes if isinstance(notes, str) else None
+
+    def turn(self, text: str) -> str | None:
+        """Run one turn and print it; returns its final status (None if not seen to end)."""
+        payload: dict[str, str] = {"text": text}
+        if self.model is not None:
+            payload["model"] = self.model
+        started = self._call("POST", f"{self._session_path()}/turns", json=payload)
+        turn_id = _required(started, "turn_id", "POST .../turns")
+        events_path = f"{self._session_path()}/turns/{quote(turn_id, safe='')}/events"
+        renderer = TurnEventRenderer(self.output)
+        cursor = 0
+        delay = POLL_MIN_S
+        deadline = self.clock() + self.turn_wall_s
+        while True:
+            try:
+                page = self._call(
+                    "GET", events_path, params={"cursor": cursor, "limit": PAGE_LIMIT}
+                )
+            except RemoteApiError as exc:
+                renderer.finish()
+                self.output.notice(f"[stopped following turn {turn_id}: {exc}]")
+                return None
+            raw_events = page.get("events")
+            events = raw_events if isinstance(raw_events, list) else []
+            for event in events:
+                if isinstance(event, dict):
+                    renderer.on_event(event)
+            next_cursor = page.get("next_cursor")
+            if isinstance(next_cursor, int) and not isinstance(next_cursor, bool):
+                cursor = next_cursor
+            if page.get("finished"):
+                break
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                renderer.finish()
+                self.output.notice(
+                    f"[turn {turn_id} did not finish within {self.turn_wall_s:g} s; stopped "
+                    f"waiting, it may still run on the server]"
+                )
+                return None
+            if len(events) >= PAGE_LIMIT:
+                continue  # a full page: more is waiting now
+            # New events: the turn is producing, look again soon; none: back off, bounded.
+            if events:
+                delay = POLL_MIN_S
+            self.sleep(min(delay, remaining))
+            if not events:
+                delay = min(delay * 2, POLL_MAX_S)
+        renderer.finish()
+        try:
+            view = self._call("GET", f"{self._session_path()}/turns/{quote(turn_id, safe='')}")
+        except RemoteApiError:
+            view = {"status": page.get("status")}  # the page's status still says how it ended
+        self.output.notice(status_line(turn_id, view))
+        return str(view.get("status"))
+
+
+def _required(body: Mapping[str, Any], name: str, what: str) -> str:
+    value = body.get(name)
+    if not isinstance(value, str) or not value:
+        raise RemoteApiError(200, "unexpected_answer", f"{what} answered without {name!r}")
+    return value
+
+
+def _api_error(response: httpx.Response) -> RemoteApiError:
+    """The API's error body; a body of another shape (a gateway's) is named, not swallowed."""
+    retry_after = response.headers.get("Retry-After")
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        error = body["error"]
+        return RemoteApiError(
+            response.status_code,
+            str(error.get("code", "error")),
+            str(error.get("message", "")),
+            retry_after,
+        )
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        message = body["message"]  # API Gateway's own answers, e.g. {"message": "Unauthorized"}
+    else:
+        raw = response.text
+        more = len(raw) - _BODY_SHOWN
+        message = raw[:_BODY_SHOWN] + (f"... (+{more} more characters)" if more > 0 else "")
+    return RemoteApiError(
+        response.status_code, f"http_{response.status_code}", message, retry_after
+    )
+
+
+def open_client(url: str, *, token: str | None, user: str) -> httpx.Client:
+    """An httpx client of the API at `url`: bearer `token`, else the local dev token of `user`."""
+    try:
+        import httpx
+    except ImportError:  # pragma: no cover - depends on the installation
+        raise ApiUnreachableError(
+            "the remote chat needs httpx: pip install 'turnkeep[api]' (or httpx)"
+        ) from None
+    bearer = token if token is not None else f"dev-{user}"
+    return httpx.Client(
+        base_url=check_url(url),
+        headers={"Authorization": f"Bearer {bearer}", "Accept": "application/json"},
+        timeout=httpx.Timeout(REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
+    )
