@@ -3,17 +3,16 @@ Powertools idempotency store in the one session table."""
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 from typing import TYPE_CHECKING
 
+from turnkeep.aws_clients import shared_client
 from turnkeep.runtime import Runtime, build_runtime
 from turnkeep.settings import TurnkeepSettings
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
-    from mypy_boto3_dynamodb import DynamoDBClient
 
 _LOCK = threading.Lock()
 _RUNTIME: Runtime | None = None
@@ -49,14 +48,5 @@ def idempotency_store(function: str) -> DynamoDBPersistenceLayer:
         sort_key_attr="sk",
         static_pk_value=f"IDEMPOTENCY#{function}",
         expiry_attr="expiresAt",
-        boto3_client=_dynamodb_client(),
+        boto3_client=shared_client("dynamodb"),
     )
-
-
-@functools.cache
-def _dynamodb_client() -> DynamoDBClient:
-    # One client for every idempotency store of the container: creating a boto3 client costs
-    # ~0.25 s of cold start (endpoint and service-model loading), so it is made once.
-    import boto3
-
-    return boto3.session.Session().client("dynamodb")

@@ -47,16 +47,11 @@ def open_envelope_store(url: str) -> EnvelopeStore:
         table = params.get("table", "")
         if not table:
             raise MetaValidationError(f"envelope URL {url!r} needs ?table=<DynamoDB table>")
-        import boto3
-
+        from turnkeep.aws_clients import shared_client
         from turnkeep.envelope.dynamodb import DynamoEnvelopeStore
 
-        client = boto3.client(
-            "dynamodb",
-            region_name=params.get("region") or None,
-            endpoint_url=params.get("endpoint") or None,
-        )
-        return DynamoEnvelopeStore(client, table, owns_client=True)
+        client = shared_client("dynamodb", params.get("region", ""), params.get("endpoint", ""))
+        return DynamoEnvelopeStore(client, table)
     raise MetaValidationError(
         f"envelope URL {url!r} has unknown scheme {parts.scheme!r}; "
         "use memory://, sqlite:/// or aws://?table="

@@ -6,22 +6,19 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import boto3
 from moto import mock_aws
 
 from tests.conformance.backends import BackendHarness
 from tests.support.aws_template import create_bucket, create_table
+from turnkeep.aws_clients import shared_client
 from turnkeep.storage import open_repository
 
 REGION = "us-east-1"
-_CLIENTS: dict[str, Any] = {}
 
 
 def _client(service: str) -> Any:
     # Creating boto3 clients dominates setup time; moto intercepts reused clients too.
-    if service not in _CLIENTS:
-        _CLIENTS[service] = boto3.client(service, region_name=REGION)  # type: ignore[call-overload]
-    return _CLIENTS[service]
+    return shared_client(service, REGION)
 
 
 def make(tmp_path: Path) -> BackendHarness:

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import SplitResult, parse_qs
 
-import boto3
-
+from turnkeep.aws_clients import shared_client
 from turnkeep.storage.aws.repository import AwsRepository
 from turnkeep.storage.aws.storage import AwsStorage
 from turnkeep.storage.errors import StorageValidationError
@@ -26,23 +25,7 @@ __all__ = ["AwsRepository", "AwsStorage", "repository_from_url", "storage_from_u
 
 _URL_PARAMS = frozenset({"table", "bucket", "prefix", "region", "endpoint"})
 _REPOSITORIES: dict[tuple[str, ...], AwsRepository] = {}
-_CLIENTS: dict[tuple[str, str, str], Any] = {}
 _REGISTRY_LOCK = threading.Lock()
-
-
-def _client(service: str, region: str, endpoint: str) -> Any:
-    """A process-wide low-level client (boto3 clients are thread-safe; creating one is slow)."""
-    ident = (service, region, endpoint)
-    client = _CLIENTS.get(ident)
-    if client is None:
-        options: dict[str, Any] = {}
-        if region:
-            options["region_name"] = region
-        if endpoint:
-            options["endpoint_url"] = endpoint
-        client = boto3.session.Session().client(service, **options)  # type: ignore[call-overload]
-        _CLIENTS[ident] = client
-    return client
 
 
 def _params(url: SplitResult) -> dict[str, str]:
@@ -78,8 +61,8 @@ def repository_from_url(url: SplitResult) -> AwsRepository:
     with _REGISTRY_LOCK:
         repo = _REPOSITORIES.get(ident)
         if repo is None:
-            dynamodb: DynamoDBClient = _client("dynamodb", region, endpoint)
-            s3: S3Client = _client("s3", region, endpoint)
+            dynamodb: DynamoDBClient = shared_client("dynamodb", region, endpoint)
+            s3: S3Client = shared_client("s3", region, endpoint)
             repo = AwsRepository(
                 params["table"], params["bucket"], prefix, dynamodb_client=dynamodb, s3_client=s3
             )
