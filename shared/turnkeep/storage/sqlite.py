@@ -420,48 +420,27 @@ class SqliteStorage(Storage):
                 conn.executemany(
                     _SQL_SET,
                     [
-                        (
-                            sid,
-                            scope_key(w.address.scope),
-                            w.address.namespace,
-                            w.address.key,
-                            s,
-                            w.value_json,
-                        )
+                        (*_row_key(sid, w.address), s, w.value_json)
                         for w, s in _typed(batch, SetValue)
                     ],
                 )
             elif kind is DeleteValue:
                 conn.executemany(
                     _SQL_DELETE_VALUE,
-                    [
-                        (sid, scope_key(w.address.scope), w.address.namespace, w.address.key)
-                        for w, _ in _typed(batch, DeleteValue)
-                    ],
+                    [_row_key(sid, w.address) for w, _ in _typed(batch, DeleteValue)],
                 )
             elif kind is AppendList:
                 conn.executemany(
                     _SQL_APPEND,
                     [
-                        (
-                            sid,
-                            scope_key(w.address.scope),
-                            w.address.namespace,
-                            w.address.key,
-                            s,
-                            w.element_json,
-                            w.tag,
-                        )
+                        (*_row_key(sid, w.address), s, w.element_json, w.tag)
                         for w, s in _typed(batch, AppendList)
                     ],
                 )
             elif kind is DeleteList:
                 conn.executemany(
                     _SQL_DELETE_LIST,
-                    [
-                        (sid, scope_key(w.address.scope), w.address.namespace, w.address.key)
-                        for w, _ in _typed(batch, DeleteList)
-                    ],
+                    [_row_key(sid, w.address) for w, _ in _typed(batch, DeleteList)],
                 )
             elif kind is RetireScope:
                 for retirement, _ in _typed(batch, RetireScope):
@@ -512,10 +491,7 @@ class SqliteStorage(Storage):
             raise _map_error(exc, self.path) from exc
 
     def _get_value(self, address: Value) -> StoredValue | None:
-        rows = self._query(
-            _SQL_GET_VALUE,
-            (self.session_id, scope_key(address.scope), address.namespace, address.key),
-        )
+        rows = self._query(_SQL_GET_VALUE, _row_key(self.session_id, address))
         if not rows:
             return None
         text, seq = rows[0]
@@ -538,14 +514,7 @@ class SqliteStorage(Storage):
             cursor = -1 if order == "asc" else _SEQ_MAX
         rows = self._query(
             LIST_PAGE_SQL[order],
-            (
-                self.session_id,
-                scope_key(address.scope),
-                address.namespace,
-                address.key,
-                min(cursor, _SEQ_MAX),
-                limit,
-            ),
+            (*_row_key(self.session_id, address), min(cursor, _SEQ_MAX), limit),
         )
         return [
             ListElement(int(seq), load_json(str(text)), None if tag is None else str(tag))  # type: ignore[call-overload]
@@ -634,6 +603,11 @@ class SqliteStorage(Storage):
     def _close(self) -> None:
         """Commits run synchronously under the handle lock, so none is in flight here."""
         self._conn.close()
+
+
+def _row_key(session_id: str, address: Value | ValueList) -> tuple[str, str, str, str]:
+    """(session_id, scope_id, namespace, key): the primary-key prefix of value and list rows."""
+    return (session_id, scope_key(address.scope), address.namespace, address.key)
 
 
 def _typed(batch: list[tuple[Write, int]], kind: type[_W]) -> list[tuple[_W, int]]:
