@@ -113,6 +113,29 @@ def interrupted_message(partial: Message) -> Message:
     return Message("assistant", (TextPart(body),))
 
 
+def interrupted_response_writes(
+    op_id: str, round_: int, head: str | None, partial: Message
+) -> list[Write]:
+    """Record round `round_`'s partial response as an interrupted entry and make it the head."""
+    entry_id = response_id(op_id, round_)
+    return [
+        insert_entry(
+            entry_id,
+            head,
+            MESSAGE_ENTRY_TYPE,
+            entry_data(
+                interrupted_message(partial),
+                op=op_id,
+                round=round_,
+                interrupted=True,
+                stop_reason=None,
+                wrap_up=False,
+            ),
+        ),
+        set_value(head_address(), entry_id),
+    ]
+
+
 def terminal_writes(
     storage: Storage,
     state: OperationState,
@@ -133,24 +156,8 @@ def terminal_writes(
     replay = read_frames(storage, state.op_id, response_id(state.op_id, state.round))
     if replay is not None and any(isinstance(p, TextPart) for p in replay.message.parts):
         # A round that streamed but never settled: keep what the user already saw, honestly.
-        entry_id = response_id(state.op_id, state.round)
-        writes.append(
-            insert_entry(
-                entry_id,
-                head,
-                MESSAGE_ENTRY_TYPE,
-                entry_data(
-                    interrupted_message(replay.message),
-                    op=state.op_id,
-                    round=state.round,
-                    interrupted=True,
-                    stop_reason=None,
-                    wrap_up=False,
-                ),
-            )
-        )
-        writes.append(set_value(head_address(), entry_id))
-        head = last_entry = entry_id
+        writes += interrupted_response_writes(state.op_id, state.round, head, replay.message)
+        head = last_entry = response_id(state.op_id, state.round)
     # Calls not in the pending list (e.g. a wrap-up round's) are removed too.
     for stored in storage.scan_values(CALL_NS, f"{state.op_id}/"):
         call_id = stored.address.key.split("/", 1)[1]

@@ -9,7 +9,7 @@ from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import FencedWriteError, StepInputError
 from turnkeep.harness.io import ModelStepOutput, NextAction
 from turnkeep.harness.progress import fenced_commit
-from turnkeep.harness.recovery import Settlement, interrupted_message
+from turnkeep.harness.recovery import Settlement, interrupted_response_writes
 from turnkeep.harness.state import (
     CallState,
     OperationState,
@@ -138,23 +138,10 @@ def settle_interrupted(
     """Record a round that died mid-stream as an interrupted response; the next round retries."""
     op = state.op_id
     entry_id = response_id(op, state.round)
-    writes = list(settlement.writes)
-    writes.append(
-        insert_entry(
-            entry_id,
-            settlement.head,
-            MESSAGE_ENTRY_TYPE,
-            entry_data(
-                interrupted_message(partial),
-                op=op,
-                round=state.round,
-                interrupted=True,
-                stop_reason=None,
-                wrap_up=False,
-            ),
-        )
-    )
-    writes.append(set_value(head_address(), entry_id))
+    writes = [
+        *settlement.writes,
+        *interrupted_response_writes(op, state.round, settlement.head, partial),
+    ]
     new_state = state.model_copy(
         update={
             "round": state.round + 1,
