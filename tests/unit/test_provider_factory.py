@@ -24,6 +24,15 @@ def bedrock_client() -> Any:
     )
 
 
+def test_scripted_options_shape_the_frame_delay_and_the_words_per_frame() -> None:
+    from turnkeep.providers.scripted import ScriptedProvider
+
+    provider = provider_from_config("scripted?delay_ms=150&words_per_frame=1")
+    assert isinstance(provider, ScriptedProvider)
+    assert provider.frame_delay == pytest.approx(0.15)
+    assert provider.words_per_frame == 1
+
+
 def test_scripted_spec_builds_the_scripted_provider() -> None:
     from turnkeep.providers.scripted import ScriptedProvider
 
@@ -97,7 +106,10 @@ def test_openai_spec_key_option_is_a_reference_never_a_literal() -> None:
         ("bedrock:m?max_tokens=0", "max_tokens='0' must be a positive integer"),
         ("bedrock:m?temperature=1", "unknown option 'temperature'"),
         ("bedrock:m?region=a&region=b", "option 'region' given twice"),
-        ("scripted:extra", "'scripted' takes no arguments"),
+        ("scripted:extra", "unknown provider spec 'scripted'"),
+        ("scripted?colour=red", "unknown option 'colour'"),
+        ("scripted?delay_ms=-5", "delay_ms='-5' must be an integer >= 0"),
+        ("scripted?words_per_frame=0", "words_per_frame='0' must be a positive integer"),
         ("openai:http://localhost:11434/v1", "needs '<base url>#<model>'"),
         ("openai:http://localhost:11434/v1#", "model name after '#' is empty"),
         ("openai:localhost:11434/v1#llama3", "must be an absolute http"),

@@ -1,6 +1,6 @@
 """Pick a model provider from one configuration string (see docs/providers.md).
 
-    scripted
+    scripted[?delay_ms=N&words_per_frame=N]
     bedrock:<model id>[?region=R&stream=false&max_tokens=N]
     openai:<base url>#<model>[?key=<reference>&stream=false&timeout=S&max_tokens=N]
 
@@ -24,10 +24,13 @@ if TYPE_CHECKING:
     from mypy_boto3_ssm import SSMClient
 
 SPEC_FORMS = (
-    "scripted",
+    "scripted[?delay_ms=N&words_per_frame=N]",
     "bedrock:<model id>[?region=R&stream=false&max_tokens=N]",
     "openai:<base url>#<model>[?key=<reference>&stream=false&timeout=S&max_tokens=N]",
 )
+# Every provider's options use one syntax, `kind[:target]?name=value&...`; the scripted model's
+# options are how tests and demos shape it (docs/providers.md lists them all).
+_SCRIPTED_OPTIONS = frozenset({"delay_ms", "words_per_frame"})
 _BEDROCK_OPTIONS = frozenset({"region", "stream", "max_tokens"})
 _OPENAI_OPTIONS = frozenset({"key", "stream", "timeout", "max_tokens"})
 
@@ -53,12 +56,8 @@ def provider_from_config(
         raise ProviderConfigError(f"empty provider spec; expected one of: {'; '.join(SPEC_FORMS)}")
     spec = spec.strip()
     kind, sep, rest = spec.partition(":")
-    if kind == "scripted":
-        if sep:
-            raise ProviderConfigError(f"provider spec {spec!r}: 'scripted' takes no arguments")
-        from turnkeep.providers.scripted import ScriptedProvider
-
-        return ScriptedProvider()
+    if spec == "scripted" or spec.startswith("scripted?"):
+        return _scripted(spec, spec[len("scripted") :])
     if kind == "bedrock" and sep:
         return _bedrock(spec, rest, bedrock_client)
     if kind == "openai" and sep:
@@ -72,6 +71,22 @@ def provider_from_config(
         )
     raise ProviderConfigError(
         f"unknown provider spec {kind!r} in {spec!r}; expected one of: {'; '.join(SPEC_FORMS)}"
+    )
+
+
+def _scripted(spec: str, rest: str) -> ModelProvider:
+    head, options = _split_options(spec, rest, _SCRIPTED_OPTIONS)
+    if head:
+        raise ProviderConfigError(
+            f"provider spec {spec!r}: 'scripted' takes only options, "
+            "e.g. scripted?delay_ms=200&words_per_frame=1"
+        )
+    from turnkeep.providers.scripted import ScriptedProvider
+
+    delay_ms = _int(spec, options, "delay_ms", default=0, minimum=0)
+    return ScriptedProvider(
+        words_per_frame=_int(spec, options, "words_per_frame", default=2),
+        frame_delay=delay_ms / 1000,
     )
 
 
@@ -175,16 +190,19 @@ def _bool(spec: str, options: Mapping[str, str], name: str, *, default: bool) ->
     raise ProviderConfigError(f"provider spec {spec!r}: option {name}={value!r} is not a boolean")
 
 
-def _int(spec: str, options: Mapping[str, str], name: str, *, default: int) -> int:
+def _int(
+    spec: str, options: Mapping[str, str], name: str, *, default: int, minimum: int = 1
+) -> int:
     if name not in options:
         return default
     try:
         value = int(options[name])
     except ValueError:
-        value = 0
-    if value < 1:
+        value = minimum - 1
+    if value < minimum:
+        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
         raise ProviderConfigError(
-            f"provider spec {spec!r}: option {name}={options[name]!r} must be a positive integer"
+            f"provider spec {spec!r}: option {name}={options[name]!r} must be {kind}"
         )
     return value
 
