@@ -37,6 +37,12 @@ def architecture() -> str:
     return os.environ.get("SAM_LOCAL_ARCH", "x86_64")
 
 
+def built_layer() -> Path:
+    """The `python/` directory of the layer built for `architecture()`."""
+    logical_id = {"arm64": "TurnkeepLayerArm64", "x86_64": "TurnkeepLayerX8664"}[architecture()]
+    return ROOT / ".aws-sam" / "build" / logical_id / "python"
+
+
 def sam_build(log_dir: Path) -> None:
     """`sam build` of the template for `architecture()`; raises with the log's tail on failure."""
     log = log_dir / "sam-build.log"
@@ -127,7 +133,8 @@ def run_test(log_dir: Path, *, build: bool = True) -> int:
             step("scenario")
             logs = [p.log for p in running.stack.processes]
             scenario = Scenario(running.api_url, running.stack.moto_url, running.lambdas,
-                                running.executor, running.names, logs)  # fmt: skip
+                                running.executor, running.names, logs,
+                                layer_python=built_layer())  # fmt: skip
             results = scenario.run()
     except Exception as exc:  # setup failed: counted, explained, everything already stopped
         print(f"FAIL  stack: {type(exc).__name__}: {exc}", flush=True)

@@ -109,7 +109,7 @@ def _route_lambda_invocations(invoke: Invoker) -> Callable[[], None]:
         response["Content-Length"] = str(len(payload))
         return payload
 
-    LambdaSimpleBackend.invoke = routed  # type: ignore[method-assign]
+    LambdaSimpleBackend.invoke = routed  # type: ignore[method-assign,assignment]
 
     def undo() -> None:
         LambdaSimpleBackend.invoke = original  # type: ignore[method-assign]

@@ -63,7 +63,7 @@ def outcome(status: int, headers: Mapping[str, str], body: bytes) -> TaskResult 
     if "x-amz-function-error" in lowered:  # what Lambda itself sends (newer SAM CLIs may too)
         error = value.get("errorType") if isinstance(value, dict) else None
         return TaskFailure(str(error or "Lambda.Unknown"), text)
-    if _is_error_payload(value):
+    if isinstance(value, dict) and _is_error_payload(value):
         return TaskFailure(str(value["errorType"]), text)
     return TaskResult(value)
 

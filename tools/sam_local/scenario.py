@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -85,6 +86,7 @@ class Scenario:
     executor: LocalExecutor
     names: seed.LocalNames
     sam_logs: list[Path]
+    layer_python: Path
     results: list[tuple[str, bool, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -127,6 +129,8 @@ class Scenario:
         self.check("API samples (events/api) answer their documented status", self._api_samples)
         self.check("boto3/botocore inside the Lambda container are the layer's pair",
                    self._sdk_versions)  # fmt: skip
+        self.check("the layer's python3.12 bytecode is used on a read-only copy",
+                   self._bytecode)  # fmt: skip
         return self.results
 
     # -- helpers -------------------------------------------------------------------------------
@@ -285,6 +289,28 @@ class Scenario:
                 require(str(record.get(f"{package}_path", "")).startswith("/opt/python/"),
                         f"{package} not loaded from the layer: {record}")  # fmt: skip
         return f"boto3 {pins['boto3']} + botocore {pins['botocore']} from /opt/python ({len(seen)})"
+
+    def _bytecode(self) -> str:
+        from tools.sam_local.bytecode import probe
+
+        python = shutil.which(RUNTIME_PYTHON)
+        require(python is not None, f"{RUNTIME_PYTHON} (the Lambda runtime's Python) not on PATH")
+        compiled, loaded = probe(self.layer_python, str(python), HANDLER_IMPORTS)
+        require(loaded > 0, f"nothing imported from {self.layer_python}")
+        require(not compiled, f"{len(compiled)} module(s) compiled from source: {compiled[:5]}")
+        return f"{loaded} modules loaded from the layer, 0 compiled from source"
+
+
+RUNTIME_PYTHON = "python3.12"
+# What the handlers import at cold start (functions/*/app.py).
+HANDLER_IMPORTS = [
+    "turnkeep.api",
+    "turnkeep.lambda_runtime",
+    "turnkeep.step_events",
+    "aws_lambda_powertools.utilities.idempotency",
+    "mangum",
+    "boto3",
+]
 
 
 def _layer_pins() -> dict[str, str]:

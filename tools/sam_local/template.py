@@ -7,6 +7,7 @@ SAM local stack cannot drift from what is deployed.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -141,4 +142,27 @@ def state_machine_wiring(template: dict[str, Any]) -> dict[str, str]:
 def state_machine_definition(template: dict[str, Any]) -> str:
     """The ASL text of the template's state machine (its DefinitionUri file)."""
     machine = next(r for r in template["Resources"].values() if r["Type"] == STATE_MACHINE)
-    return (ROOT / machine["Properties"]["DefinitionUri"]).read_text(encoding="utf-8")
+    uri: str = machine["Properties"]["DefinitionUri"]
+    return (ROOT / uri).read_text(encoding="utf-8")
+
+
+def resolve(value: Any, refs: dict[str, str]) -> Any:
+    """`value` with `Ref` and `Fn::Sub` (string form) resolved from `refs` (logical id or
+    parameter name -> value); raises KeyError for a name `refs` lacks."""
+    if isinstance(value, dict) and set(value) == {"Ref"}:
+        return refs[value["Ref"]]
+    if isinstance(value, dict) and set(value) == {"Fn::Sub"} and isinstance(value["Fn::Sub"], str):
+        return re.sub(r"\$\{([^}]+)\}", lambda m: refs[m.group(1)], value["Fn::Sub"])
+    if isinstance(value, dict | list):
+        raise ValueError(f"unsupported intrinsic in an environment value: {value!r}")
+    return value
+
+
+def deployed_environment(
+    template: dict[str, Any], function_id: str, refs: dict[str, str]
+) -> dict[str, str]:
+    """The environment a deployment gives `function_id` (declared variables, resolved)."""
+    return {
+        name: str(resolve(value, refs))
+        for name, value in declared_environment(template, function_id).items()
+    }
