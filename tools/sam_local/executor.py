@@ -56,6 +56,9 @@ class StartLambda:
     def __init__(self, base_url: str, timeout: float = 330.0) -> None:
         # Above the longest function timeout (model step: 300 s), so start-lambda reports it.
         self._client = httpx.Client(base_url=base_url, timeout=timeout)
+        self._lock = threading.Lock()
+        self.calls: list[tuple[str, str | None, str]] = []
+        """(function id, payload's op_id, outcome: "ok" or the error name), in call order."""
 
     def invoke(self, function_id: str, payload: bytes) -> TaskResult | TaskFailure:
         """One synchronous invocation, mapped to what Step Functions would see."""
@@ -63,9 +66,26 @@ class StartLambda:
             answer = self._client.post(
                 f"/2015-03-31/functions/{function_id}/invocations", content=payload
             )
+            result = outcome(answer.status_code, dict(answer.headers), answer.content)
         except httpx.HTTPError as exc:
-            return connection_failure(f"start-lambda unreachable: {exc}")
-        return outcome(answer.status_code, dict(answer.headers), answer.content)
+            result = connection_failure(f"start-lambda unreachable: {exc}")
+        self._record(function_id, payload, result)
+        return result
+
+    def calls_for(self, op_id: str) -> list[tuple[str, str]]:
+        """(function id, outcome) of the invocations whose payload named `op_id`."""
+        with self._lock:
+            return [(f, result) for f, op, result in self.calls if op == op_id]
+
+    def _record(self, function_id: str, payload: bytes, result: TaskResult | TaskFailure) -> None:
+        try:
+            parsed = json.loads(payload)
+            op_id = parsed.get("op_id") if isinstance(parsed, dict) else None
+        except ValueError:
+            op_id = None
+        name = result.error if isinstance(result, TaskFailure) else "ok"
+        with self._lock:
+            self.calls.append((function_id, op_id, name))
 
     def close(self) -> None:
         """Close the HTTP connection pool."""

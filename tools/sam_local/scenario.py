@@ -219,7 +219,12 @@ class Scenario:
         require(turn.view.get("status") == "failed", f"turn view {turn.view}")
         error = str(turn.view.get("error") or "")
         require(error.startswith("RetryableStepError:"), f"error {error!r}")
-        return f"{turn.turn_id}: {error[:100]!r}"
+        # The definition's Retry (4 more attempts of RetryableStepError) saw the handler's own
+        # errorType, although start-lambda reports it without x-amz-function-error.
+        calls = self.lambdas.calls_for(turn.turn_id)
+        expected = [("ModelStepFunction", "RetryableStepError")] * 5 + [("FailTurnFunction", "ok")]
+        require(calls == expected, f"invocations {calls}")
+        return f"{turn.turn_id}: model step retried 4 times, then FailTurn: {error[:80]!r}"
 
     def _invoke(self, function_id: str, payload: dict[str, Any]) -> Any:
         result = self.lambdas.invoke(function_id, json.dumps(payload).encode())
