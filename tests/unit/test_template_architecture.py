@@ -80,3 +80,15 @@ def test_boto3_and_botocore_are_pinned_together_in_the_layer() -> None:
     assert set(pins) == {"boto3", "botocore"}
     # boto3 X.Y.Z is released with botocore 1.(Y).Z ... both share minor and patch numbers.
     assert pins["boto3"].split(".")[1:] == pins["botocore"].split(".")[1:]
+
+
+def test_every_function_is_built_by_a_makefile_target_of_its_code_folder(
+    template: dict[str, Any],
+) -> None:
+    for function_id in function_ids(template):
+        resource = template["Resources"][function_id]
+        assert resource["Metadata"]["BuildMethod"] == "makefile", function_id
+        makefile = ROOT / resource["Properties"]["CodeUri"] / "Makefile"
+        targets = re.search(r"^(build-[^:]*):", makefile.read_text(encoding="utf-8"), re.M)
+        assert targets is not None, makefile
+        assert f"build-{function_id}" in targets.group(1).split(), (function_id, makefile)
