@@ -2,8 +2,9 @@
 whose .pyc is missing, stale or for another Python is compiled from source at every cold start.
 
 `source_compiles()` imports modules from a read-only copy of a layer's `python/` directory with
-the given interpreter (the runtime's: python3.12), bytecode writing off, and names every module
-of the layer that Python compiled from source instead of loading its .pyc.
+the given interpreter (the runtime's: python3.12), bytecode writing off (`-B`: `-I` ignores
+PYTHONDONTWRITEBYTECODE, and root ignores file modes), and names every module of the layer that
+Python compiled from source instead of loading its .pyc.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def probe(layer_python: Path, python: str, modules: list[str]) -> tuple[list[str
             env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
             env["PYTHONDONTWRITEBYTECODE"] = "1"
             done = subprocess.run(
-                [python, "-I", "-c", _PROBE, str(copy), *modules],
+                [python, "-I", "-B", "-c", _PROBE, str(copy), *modules],
                 capture_output=True, text=True, check=False, env=env, timeout=300,
             )  # fmt: skip
         finally:
