@@ -48,3 +48,21 @@ def test_extra_sam_flags_come_from_the_environment(monkeypatch: pytest.MonkeyPat
     assert stack.sam_flags() == []
     monkeypatch.setenv("SAM_LOCAL_FLAGS", "--skip-pull-image --debug")
     assert stack.sam_flags() == ["--skip-pull-image", "--debug"]
+
+
+def test_sigterm_and_an_inherited_ignored_sigint_still_end_a_run_through_its_cleanup() -> None:
+    import os
+    import signal
+
+    originals = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    # A shell's background job starts with SIGINT ignored: Ctrl-C would never reach `finally`.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        cli._stop_on_signals()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            # The handler runs right after os.kill returns, still inside pytest.raises.
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signum)
+    finally:
+        for signum, handler in originals.items():
+            signal.signal(signum, handler)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -164,7 +165,19 @@ def run_up(log_dir: Path, *, build: bool = True) -> int:
                 time.sleep(1)
         except KeyboardInterrupt:
             step("stopping")
+    step("stopped")
     return 0
+
+
+def _stop_on_signals() -> None:
+    """Ctrl-C and SIGTERM end a run through KeyboardInterrupt, so everything it started is
+    stopped (also when a shell started it in the background, where SIGINT comes ignored)."""
+
+    def stop(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,9 +198,14 @@ def main(argv: list[str] | None = None) -> int:
         print("sam-local: docker and sam are usable")
         return 0
     log_dir = Path(tempfile.mkdtemp(prefix="turnkeep-sam-local-"))
-    if args.command == "test":
-        return run_test(log_dir, build=not args.no_build)
-    return run_up(log_dir, build=not args.no_build)
+    _stop_on_signals()
+    try:
+        if args.command == "test":
+            return run_test(log_dir, build=not args.no_build)
+        return run_up(log_dir, build=not args.no_build)
+    except KeyboardInterrupt:
+        print("sam-local: interrupted; everything started was stopped", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
