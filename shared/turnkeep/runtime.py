@@ -75,3 +75,29 @@ def build_runtime(
         limits=limits_from_settings(settings),
     )
     return Runtime(settings, deps, envelopes, storage_url, held)
+
+
+def open_local_runtime(
+    settings: TurnkeepSettings,
+    *,
+    storage_source: str = "TURNKEEP_STORAGE_URL",
+    envelope_source: str = "TURNKEEP_ENVELOPE_URL",
+) -> Runtime:
+    """`build_runtime(settings)`; a storage or envelope URL it cannot open is a ConfigError.
+
+    `*_source` name where each URL came from (a variable or a command-line flag) for the line.
+    """
+    from turnkeep.config_errors import ConfigError, config_problem
+    from turnkeep.envelope import MetaValidationError
+    from turnkeep.storage import StorageValidationError
+
+    try:
+        open_storage(settings.storage_url_or_local(), "local-check").close()
+    except StorageValidationError as exc:
+        raise ConfigError(config_problem(storage_source, settings.storage_url, str(exc))) from None
+    try:
+        return build_runtime(settings)
+    except MetaValidationError as exc:
+        raise ConfigError(
+            config_problem(envelope_source, settings.envelope_url, str(exc))
+        ) from None

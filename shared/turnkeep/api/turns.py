@@ -109,7 +109,12 @@ def start(
     start_turn(
         deps,
         StartTurnInput(
-            session_id=session_id, op_id=op_id, user_id=user, text=body.text, model=body.model
+            session_id=session_id,
+            op_id=op_id,
+            user_id=user,
+            text=body.text,
+            # Recorded with the turn: a resumed turn keeps its model if the default changes.
+            model=body.model or ctx.runtime.settings.model,
         ),
     )
     try:
