@@ -15,7 +15,7 @@ from types import FrameType
 from typing import TextIO
 
 from turnkeep import cli_remote
-from turnkeep.cli_chat import TOKEN_ENV, run_local_chat, run_remote_chat
+from turnkeep.cli_chat import TOKEN_ENV, Terminated, run_local_chat, run_remote_chat
 from turnkeep.cli_demo import DEMO_USER, run_demo
 from turnkeep.cli_print import StreamPrinter
 from turnkeep.config_errors import CONFIG_EXIT_STATUS, ConfigError
@@ -201,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _interrupt_on_sigterm() -> None:
     # `kill <pid>` of a chat or demo then ends its running turn honestly (like Ctrl-C).
     def handler(_signum: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
+        raise Terminated
 
     signal.signal(signal.SIGTERM, handler)
 

@@ -40,6 +40,10 @@ commands (anything else is a message to the model):
   /quit     end the chat (also: /exit, Ctrl-D)"""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill <pid>`): the running turn is ended like on Ctrl-C, then the chat exits."""
+
+
 class ChatBackend(Protocol):
     """What the REPL drives: a local session or one behind the HTTP API."""
 
@@ -142,6 +146,8 @@ class LocalChat:
         except TurnConflictError as exc:
             self.printer.notice(f"[{exc}; /cancel asks it to stop]")
             return
+        except Terminated:
+            raise
         except KeyboardInterrupt:
             self.printer.notice("[interrupted: the turn was cancelled (aborted)]")
             return
@@ -200,8 +206,10 @@ class LocalChat:
                 on_event=self.printer.on_event,
                 on_tool=self.printer.on_tool,
             )
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             end_interrupted(self.deps, self.session_id, finding.op_id)
+            if isinstance(exc, Terminated):
+                raise
             return "[interrupted: the turn was cancelled (aborted)]"
         self.printer.end_text()
         return describe(result)
@@ -236,11 +244,13 @@ class RemoteChatBackend:
             self.chat.turn(text)
         except cli_remote.RemoteApiError as exc:
             self.printer.notice(f"[{exc}]")
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             self.printer.notice(self._cancel_current())
+            if isinstance(exc, Terminated):
+                raise
 
     def _cancel_current(self) -> str:
-        turn_id = self.chat.current_turn
+        turn_id, self.chat.current_turn = self.chat.current_turn, None
         if turn_id is None:
             return "[interrupted]"
         try:
@@ -273,8 +283,11 @@ class RemoteChatBackend:
             self.chat.follow(turn_id)
         except cli_remote.RemoteApiError as exc:
             return f"[{exc}]"
-        except KeyboardInterrupt:
-            return self._cancel_current()
+        except KeyboardInterrupt as exc:
+            said = self._cancel_current()
+            if isinstance(exc, Terminated):
+                raise
+            return said
         return None
 
 

@@ -297,10 +297,10 @@ class RemoteChat:
     def follow(self, turn_id: str) -> str | None:
         """Print `turn_id`'s events until it ends; its final status (None if not seen to end)."""
         self.current_turn = turn_id
-        try:
-            return self._follow(turn_id)
-        finally:
-            self.current_turn = None
+        status = self._follow(turn_id)
+        # Kept when interrupted: the caller's Ctrl-C handler cancels `current_turn`.
+        self.current_turn = None
+        return status
 
     def _follow(self, turn_id: str) -> str | None:
         events_path = f"{self._turn_path(turn_id)}/events"
