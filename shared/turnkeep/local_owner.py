@@ -1,4 +1,4 @@
-"""Who drives a local turn, and what to do with a turn whose driver is gone (docs/harness.md).
+"""Who drives a local turn, and what to do with a turn whose driver is gone (docs/local.md).
 
 A local driver (`turnkeep chat`/`demo`, the `turnkeep serve` orchestrator) records itself as the
 turn's owner — process id, host, the process's start time — in the session's storage *before*
