@@ -118,3 +118,21 @@ def test_tool_results_are_entries_before_the_next_model_round_streams() -> None:
 
     assert second.next == "tools"
     assert len(tool_entry_seqs) == 2  # both results of round 0 were entries while round 1 streamed
+
+
+def test_an_entry_type_with_a_registered_builder_becomes_its_own_event() -> None:
+    from turnkeep.api import views
+    from turnkeep.storage import Entry
+
+    def as_notice(entry: Entry) -> Event:
+        return Event(seq=entry.seq, kind="entry", entry_id=entry.id, role="notice")
+
+    views.register_entry_event("test-notice", as_notice)
+    try:
+        notice = Entry(id="n1", parent_id=None, type="test-notice", data={}, seq=7)
+        message = Entry(id="m1", parent_id=None, type="message", data={}, seq=8)
+
+        assert views.entry_event(notice).role == "notice"
+        assert views.entry_event(message).role == "message"
+    finally:
+        views._ENTRY_EVENTS.pop("test-notice")
