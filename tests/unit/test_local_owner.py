@@ -219,3 +219,56 @@ def test_chat_commands_are_never_sent_to_the_model(runtime: Runtime) -> None:
     assert "unknown command /frobnicate" in text
     with runtime.deps.open_storage(SID) as storage:
         assert storage.get_stats().entry_count == 0
+
+
+def test_the_server_takes_over_a_dead_owners_turn_when_a_turn_start_finds_it(
+    runtime: Runtime,
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from turnkeep.api import LocalDevAuthenticator, create_app
+
+    _left_running(runtime, "op-dead", dead_owner())
+    launcher = LocalLauncher(runtime.deps)
+    app = create_app(runtime, launcher, LocalDevAuthenticator())
+    headers = {"Authorization": "Bearer dev-u1"}
+    try:
+        with TestClient(app) as client:
+            refused = client.post(f"/sessions/{SID}/turns", json={"text": "hi"}, headers=headers)
+            assert launcher.wait_idle(30)
+            accepted = client.post(f"/sessions/{SID}/turns", json={"text": "hi"}, headers=headers)
+            assert launcher.wait_idle(30)
+    finally:
+        launcher.shutdown()
+
+    assert refused.status_code == 409
+    assert "resumed now: the process that drove it is gone" in refused.json()["error"]["message"]
+    resumed = turn_result(runtime.deps, SID, "op-dead")
+    assert resumed is not None
+    assert resumed.status == "completed"
+    assert accepted.status_code == 202
+
+
+def test_a_turn_start_repairs_an_ended_turns_lagging_envelope_and_goes_on(
+    runtime: Runtime,
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from turnkeep.api import LocalDevAuthenticator, create_app
+
+    run_turn(runtime.deps, SID, "u1", "hello", op_id="op-done", model="scripted")
+    runtime.envelopes.update_worker_meta(SID, {"turnStatus": "running", "turnRunId": "op-done"})
+    launcher = LocalLauncher(runtime.deps)
+    app = create_app(runtime, launcher, LocalDevAuthenticator())
+    try:
+        with TestClient(app) as client:
+            answer = client.post(
+                f"/sessions/{SID}/turns",
+                json={"text": "hi"},
+                headers={"Authorization": "Bearer dev-u1"},
+            )
+            assert launcher.wait_idle(30)
+    finally:
+        launcher.shutdown()
+
+    assert answer.status_code == 202, answer.text

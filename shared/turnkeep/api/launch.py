@@ -17,7 +17,13 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Protocol
 
 from turnkeep.harness import HarnessDeps, resume_turn
-from turnkeep.local_owner import forget_owner, record_owner
+from turnkeep.local_owner import (
+    TurnFinding,
+    forget_owner,
+    inspect_turn,
+    record_owner,
+    settle_ended,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
@@ -70,6 +76,21 @@ class LocalLauncher:
             _record_owner(self.deps, session_id, op_id)
             future = self._pool.submit(self._run, session_id, op_id)
             self._active[key] = future
+
+    def take_over(self, session_id: str) -> TurnFinding | None:
+        """Deal with the session's running turn as its next opener (docs/local.md).
+
+        An ended turn's envelope is repaired; a turn whose owner process is gone is launched
+        here (resumed); a live or unknown owner's turn is left alone. Returns the finding.
+        """
+        finding = inspect_turn(self.deps, session_id)
+        if finding is None:
+            return None
+        if finding.verdict == "ended":
+            settle_ended(self.deps, finding)
+        elif finding.verdict == "orphaned":
+            self.launch(session_id, finding.op_id)
+        return finding
 
     def _run(self, session_id: str, op_id: str) -> None:
         try:
