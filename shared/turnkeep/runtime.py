@@ -9,7 +9,7 @@ from turnkeep.harness import HarnessDeps, HarnessLimits
 from turnkeep.harness.deps import ProviderResolver
 from turnkeep.providers.base import ModelProvider
 from turnkeep.settings import TurnkeepSettings
-from turnkeep.storage import Storage, open_storage
+from turnkeep.storage import Storage, open_repository, open_storage
 
 
 def limits_from_settings(settings: TurnkeepSettings) -> HarnessLimits:
@@ -92,7 +92,8 @@ def open_local_runtime(
     from turnkeep.storage import StorageValidationError
 
     try:
-        open_storage(settings.storage_url_or_local(), "local-check").close()
+        # The repository, not a session: checking the URL must not create a session.
+        open_repository(settings.storage_url_or_local()).close()
     except StorageValidationError as exc:
         raise ConfigError(config_problem(storage_source, settings.storage_url, str(exc))) from None
     try:
