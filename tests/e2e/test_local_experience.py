@@ -108,6 +108,7 @@ def slow_server(tmp_path: Path) -> Iterator[str]:
         server.stop()
 
 
+@pytest.mark.slow
 def test_a_killed_chat_leaves_no_stuck_session_the_next_chat_ends_its_turn_and_goes_on(
     tmp_path: Path,
 ) -> None:
@@ -130,12 +131,13 @@ def test_a_killed_chat_leaves_no_stuck_session_the_next_chat_ends_its_turn_and_g
     assert f"was left running by pid {chat.process.pid} on" in again.stdout
     assert "ended it: failed" in again.stdout
     assert "already has a turn in progress" not in again.stdout
-    assert "Noted" in again.stdout or "remember" in again.stdout.lower()
+    assert "assistant> Noted." in again.stdout  # the new turn ran to its end
     listed = _run(["sessions", "list"], tmp_path)
     assert "s-killed  user=demo-user" in listed.stdout
     assert "turn=completed" in listed.stdout
 
 
+@pytest.mark.slow
 def test_a_terminated_chat_ends_its_running_turn_as_aborted(tmp_path: Path) -> None:
     chat = Running(["chat", "--session", "s-term"], tmp_path, TURNKEEP_MODEL=SLOW_MODEL)
     try:
@@ -152,6 +154,7 @@ def test_a_terminated_chat_ends_its_running_turn_as_aborted(tmp_path: Path) -> N
     assert ": aborted" in shown.stdout
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_a_url_chat_cancels_the_server_side_turn_and_the_chat_goes_on(
     slow_server: str, tmp_path: Path
 ) -> None:
@@ -176,6 +179,7 @@ def test_ctrl_c_in_a_url_chat_cancels_the_server_side_turn_and_the_chat_goes_on(
     assert turn["status"] == "aborted"
 
 
+@pytest.mark.slow
 def test_a_url_pointing_below_the_api_gets_a_hint_naming_the_right_one(
     slow_server: str, tmp_path: Path
 ) -> None:
