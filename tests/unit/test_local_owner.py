@@ -24,6 +24,8 @@ from turnkeep.local_owner import (
     owner_alive,
     record_owner,
 )
+from turnkeep.providers.base import ModelRequest, StreamEvent
+from turnkeep.providers.scripted import ScriptedProvider
 from turnkeep.runtime import Runtime, build_runtime
 from turnkeep.settings import TurnkeepSettings
 
@@ -272,3 +274,55 @@ def test_a_turn_start_repairs_an_ended_turns_lagging_envelope_and_goes_on(
         launcher.shutdown()
 
     assert answer.status_code == 202, answer.text
+
+
+class _CtrlCOnce(ScriptedProvider):
+    """Streams the scripted reply, but the first turn is interrupted at its first frame."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.interrupted = False
+
+    def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        for event in super().stream(request):
+            if not self.interrupted:
+                self.interrupted = True
+                raise KeyboardInterrupt
+            yield event
+
+
+def test_ctrl_c_in_an_in_process_turn_aborts_that_turn_and_the_chat_goes_on(
+    tmp_path: Path,
+) -> None:
+    built = build_runtime(TurnkeepSettings(local_dir=tmp_path), provider=_CtrlCOnce())
+    try:
+        built.envelopes.create(SID, "u1")
+        out = io.StringIO()
+        chat = LocalChat(built, SID, "u1", "scripted", StreamPrinter(out))
+
+        repl(io.StringIO("hello\nremember the sky is blue\n/quit\n"), out, chat)
+
+        text = out.getvalue()
+        assert "[interrupted: the turn was cancelled (aborted)]" in text
+        assert "assistant> Noted." in text
+        envelope = built.envelopes.get(SID)
+        assert envelope is not None
+        assert envelope.meta["turnStatus"] == "completed"
+        with built.deps.open_storage(SID) as storage:
+            records = [v.value for v in storage.scan_values("turn.result", "")]
+        assert sorted(r["status"] for r in records) == ["aborted", "completed"]  # type: ignore[index]
+    finally:
+        built.close()
+
+
+def test_an_api_turn_without_a_model_records_the_servers_default_with_the_turn() -> None:
+    from tests.support.api_client import auth, make_harness
+
+    for api in make_harness(run_turns=False):
+        sid = api.session()
+        started = api.client.post(f"/sessions/{sid}/turns", json={"text": "hi"}, headers=auth())
+        assert started.status_code == 202
+        with api.runtime.deps.open_storage(sid) as storage:
+            state = load_state(storage, started.json()["turn_id"])
+        assert state is not None
+        assert state.model == api.runtime.settings.model == "scripted"
