@@ -19,6 +19,7 @@ from turnkeep.api.auth import LocalDevAuthenticator
 from turnkeep.api.launch import LaunchError, LocalLauncher
 from turnkeep.api.settings import ApiSettings
 from turnkeep.api.views import DELETE_MARKER
+from turnkeep.harness import reconcile_envelope
 from turnkeep.harness.state import validate_op_id
 from turnkeep.runtime import Runtime, build_runtime
 from turnkeep.settings import TurnkeepSettings
@@ -42,7 +43,10 @@ def resume_unfinished(runtime: Runtime, launcher: LocalLauncher) -> list[str]:
             envelope = runtime.envelopes.get(session_id)
         except ValueError:
             continue  # a storage-only session id the envelope store does not accept
-        meta = envelope.meta if envelope is not None else {}
+        if envelope is None:
+            continue
+        # A turn that ended but whose envelope update was lost is repaired here, not relaunched.
+        meta = reconcile_envelope(runtime.deps, envelope).meta
         op_id = meta.get("turnRunId")
         if meta.get("turnStatus") not in ("running", "cancelling") or not isinstance(op_id, str):
             continue

@@ -26,6 +26,7 @@ from turnkeep.envelope import (
     EnvelopeExistsError,
     MetaValidationError,
 )
+from turnkeep.harness import reconcile_envelope
 from turnkeep.harness.state import STARTABLE_STATUSES
 from turnkeep.storage import open_repository
 
@@ -64,8 +65,12 @@ def create_session(ctx: Ctx, user: User, body: CreateSessionRequest | None = Non
 @router.get("", response_model=SessionList)
 def list_sessions(ctx: Ctx, user: User) -> SessionList:
     """The caller's sessions, oldest first."""
+    deps = ctx.runtime.deps
     return SessionList(
-        sessions=[session_view(e) for e in ctx.runtime.envelopes.list_for_owner(user)]
+        sessions=[
+            session_view(reconcile_envelope(deps, e))
+            for e in ctx.runtime.envelopes.list_for_owner(user)
+        ]
     )
 
 
