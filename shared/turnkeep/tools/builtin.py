@@ -1,4 +1,8 @@
-"""Small built-in demo tools: `clock_now`, `calculator`, `echo` (all replay-safe, no I/O)."""
+"""Small built-in demo tools: `clock_now`, `calculator`, `echo` (all replay-safe, no I/O).
+
+Each bounds its work before doing it. `clock_now` and `echo` are O(1) / capped text and run
+in-process; `calculator` refuses results over MAX_INTEGER_BITS and may run in a worker process.
+"""
 
 from __future__ import annotations
 
@@ -57,6 +61,7 @@ def make_clock_now(clock: Callable[[], float] | None = None) -> Tool[ClockNowArg
         args_model=ClockNowArgs,
         handler=handler,
         replay_safe=True,
+        isolation="in_process",  # O(1); its handler closes over `clock`
     )
 
 
@@ -164,6 +169,7 @@ ECHO: Tool[EchoArgs] = Tool(
     args_model=EchoArgs,
     handler=_echo,
     replay_safe=True,
+    isolation="in_process",  # returns at most 4000 characters it was given
 )
 
 
