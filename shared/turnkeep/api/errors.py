@@ -198,13 +198,15 @@ def install_error_handlers(app: FastAPI, *, max_body_bytes: int) -> None:
     """Register the JSON error handlers and the catch-all for genuine bugs."""
 
     async def on_api_error(_request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, ApiError)
+        if not isinstance(exc, ApiError):  # registered for ApiError only
+            raise exc
         return error_response(
             exc.status, exc.code, exc.message, field=exc.field, headers=exc.headers
         )
 
     async def on_validation(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, RequestValidationError)
+        if not isinstance(exc, RequestValidationError):  # registered for it only
+            raise exc
         # FastAPI parses the JSON body before it resolves dependencies: identity comes first.
         denied = _identity_error(request)
         if denied is not None:
@@ -213,7 +215,8 @@ def install_error_handlers(app: FastAPI, *, max_body_bytes: int) -> None:
         return error_response(422, "validation_error", message, field=field)
 
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, StarletteHTTPException)
+        if not isinstance(exc, StarletteHTTPException):  # registered for it only
+            raise exc
         if exc.status_code in _ROUTING_STATUSES:
             # No route (404) or no such method (405): say nothing about the API's routes to a
             # caller who is not authenticated.

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import pickle
+import pickle  # nosec B403  # only dumps our own payload to test it can cross; never loads
 import threading
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import TYPE_CHECKING, Any, Protocol
