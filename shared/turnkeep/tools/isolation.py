@@ -15,7 +15,6 @@ write of a capped text), and the O(1) built-ins `clock_now` and `echo`.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import pickle  # nosec B403  # only dumps our own payload to test it can cross; never loads
 import threading
 from concurrent.futures import TimeoutError as FutureTimeoutError
@@ -66,7 +65,10 @@ def _portable(ctx: ToolContext) -> ToolContext:
 
 def _pool_context() -> Any:
     # forkserver: workers are forked from a small clean server process, never from this
-    # multithreaded one (a fork of a threaded process can inherit a held lock).
+    # multithreaded one (a fork of a threaded process can inherit a held lock). Imported here:
+    # the Lambda layer imports this module and never starts a pool.
+    import multiprocessing
+
     methods = multiprocessing.get_all_start_methods()
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
