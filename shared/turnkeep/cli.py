@@ -39,7 +39,7 @@ from turnkeep.runtime import build_runtime
 from turnkeep.settings import TurnkeepSettings
 
 DEMO_USER = "demo-user"
-TOKEN_ENV = "TURNKEEP_API_TOKEN"
+TOKEN_ENV = "TURNKEEP_API_TOKEN"  # nosec B105  # an environment variable name, not a token
 """Bearer token of `chat --url` when `--token` is not given (keeps it out of the process list)."""
 DEMO_SCRIPT: tuple[str, ...] = (
     "hello turnkeep",

@@ -20,10 +20,12 @@ from turnkeep.api.launch import LaunchError, LocalLauncher
 from turnkeep.api.settings import ApiSettings
 from turnkeep.api.views import DELETE_MARKER
 from turnkeep.harness import reconcile_envelope
+from turnkeep.harness.deps import ToolFactory
 from turnkeep.harness.state import validate_op_id
 from turnkeep.runtime import Runtime, build_runtime
 from turnkeep.settings import TurnkeepSettings
 from turnkeep.storage import open_repository
+from turnkeep.tools.isolation import ProcessPoolRunner
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
@@ -76,8 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Serve the API until interrupted."""
+def main(argv: Sequence[str] | None = None, *, extra_tools: ToolFactory | None = None) -> int:
+    """Serve the API until interrupted.
+
+    `extra_tools(session_id, user_id)`: tools offered besides the built-ins (an embedding hook;
+    they run in the tool worker processes unless declared `isolation="in_process"`).
+    """
     import uvicorn
 
     args = build_parser().parse_args(argv)
@@ -88,6 +94,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = TurnkeepSettings()
     api_settings = ApiSettings()
     runtime = build_runtime(settings)
+    # Tool calls run in killable worker processes: one CPU-bound or hung tool never stalls the
+    # other sessions of this server (the GIL is shared by every thread of a process).
+    tool_runner = ProcessPoolRunner(
+        workers=api_settings.tool_workers, timeout_seconds=api_settings.tool_timeout_seconds
+    )
+    runtime.deps.tool_runner = tool_runner
+    if extra_tools is not None:
+        base, more = runtime.deps.tools, extra_tools
+        runtime.deps.tools = lambda sid, uid: [*base(sid, uid), *more(sid, uid)]
     launcher = LocalLauncher(
         runtime.deps, workers=api_settings.local_workers, max_pending=api_settings.local_max_pending
     )
@@ -111,6 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.run(sockets=[sock])
     finally:
         launcher.shutdown(wait=True)
+        tool_runner.close()
         runtime.close()
     return 0
 

@@ -30,7 +30,7 @@ from turnkeep.harness import reconcile_envelope
 from turnkeep.harness.state import STARTABLE_STATUSES
 from turnkeep.storage import open_repository
 
-router = APIRouter(prefix="/sessions", tags=["sessions"], responses=error_responses(401, 503))
+router = APIRouter(prefix="/sessions", tags=["sessions"], responses=error_responses(401, 405, 503))
 _SESSION = error_responses(404, 422)
 
 Cursor = Annotated[
@@ -44,7 +44,7 @@ Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
     "",
     status_code=201,
     response_model=SessionView,
-    responses=error_responses(409, 413, 422),
+    responses=error_responses(400, 409, 413, 422),
 )
 def create_session(ctx: Ctx, user: User, body: CreateSessionRequest | None = None) -> SessionView:
     """Create a session owned by the caller (409 when a client-chosen id is taken)."""

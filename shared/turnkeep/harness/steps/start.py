@@ -115,6 +115,7 @@ def _claim(deps: HarnessDeps, storage: Storage, session_id: str, op: str) -> Non
         "turnStreamCursor": None,
         "turnStepCount": 0,
         "usage": None,
+        "turnFinishing": None,
     }
     for attempt in range(2):
         try:

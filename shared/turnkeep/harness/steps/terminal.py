@@ -45,11 +45,30 @@ def finish_turn(deps: HarnessDeps, inp: FinishTurnInput) -> TurnResult:
         if state is None:
             return _repeat_terminal(deps, storage, inp.session_id, inp.op_id)
         envelope = deps.envelopes.get(inp.session_id)
-        if cancelling(envelope, state.op_id):
+        if cancelling(envelope, state.op_id) or not _fence_completion(deps, inp):
             record = commit_terminal(deps, storage, state, "aborted", "cancelled by request")
         else:
             record = commit_terminal(deps, storage, state, "completed", None)
         return result_of(inp.session_id, record)
+
+
+def _fence_completion(deps: HarnessDeps, inp: FinishTurnInput) -> bool:
+    """Mark the turn finishing unless a cancel got there first (False: it did).
+
+    The envelope and storage are separate stores, so a cancel landing between this step's
+    envelope read and its terminal commit would be answered "cancelling" and then lost. This
+    compare-and-set orders the two: a cancel after it sees `turnFinishing` and reports that it
+    cannot take effect; a cancel before it makes it fail, and the turn is aborted.
+    """
+    try:
+        deps.envelopes.update_worker_meta(
+            inp.session_id,
+            {"turnFinishing": inp.op_id},
+            expect={"turnStatus": ["running"], "turnRunId": [inp.op_id]},
+        )
+        return True
+    except EnvelopeConflictError:
+        return not cancelling(deps.envelopes.get(inp.session_id), inp.op_id)
 
 
 def fail_turn(deps: HarnessDeps, inp: FailTurnInput) -> TurnResult:
@@ -99,8 +118,10 @@ def abort_turn(deps: HarnessDeps, session_id: str, op_id: str) -> TurnResult:
 def cancel_turn(deps: HarnessDeps, session_id: str, op_id: str | None = None) -> CancelResult:
     """Ask the running turn to stop: status `cancelling`; its next step aborts it.
 
-    A turn that already ended is left as it is: the result carries its terminal status (and the
-    envelope is repaired if a lost update still said it runs).
+    The result says `cancelling` only when the cancel will take effect. A turn that already
+    ended is left as it is: the result carries its terminal status (and the envelope is
+    repaired if a lost update still said it runs); a turn whose completion is already being
+    committed (`turnFinishing`) answers `running` and completes.
     """
     envelope = deps.envelopes.get(session_id)
     if envelope is None:
@@ -117,7 +138,8 @@ def cancel_turn(deps: HarnessDeps, session_id: str, op_id: str | None = None) ->
             deps.envelopes.update_worker_meta(
                 session_id,
                 {"turnStatus": "cancelling"},
-                expect={"turnStatus": ["running"], "turnRunId": [target]},
+                # Not once finish_turn has fenced its completion: the cancel could not win.
+                expect={"turnStatus": ["running"], "turnRunId": [target], "turnFinishing": [None]},
             )
             status = "cancelling"
         except EnvelopeConflictError:

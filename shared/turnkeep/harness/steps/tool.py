@@ -87,7 +87,7 @@ def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
             call_id=call.call_id,
             extras={"progress": ctx_progress, "replayed": replayed},
         )
-        result = registry.run_call(call.name, call.arguments, ctx)
+        result = registry.run_call(call.name, call.arguments, ctx, deps.tool_runner)
         content = _cap_result(result.content, deps.limits.max_tool_result_bytes)
         done = started.model_copy(
             update={"phase": "done", "content": content, "is_error": result.is_error}
