@@ -28,7 +28,7 @@ from turnkeep.local_owner import (
 )
 from turnkeep.runtime import Runtime
 
-TOKEN_ENV = "TURNKEEP_API_TOKEN"
+TOKEN_ENV = "TURNKEEP_API_TOKEN"  # nosec B105  # an environment variable name, not a token
 """Bearer token of `chat --url` when `--token` is not given (keeps it out of the process list)."""
 
 CHAT_HELP = """\

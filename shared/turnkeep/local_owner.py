@@ -31,7 +31,7 @@ from turnkeep.harness.io import FailTurnInput, TurnResult
 from turnkeep.harness.orchestrator import ToolListener
 from turnkeep.harness.state import load_record, load_state, validate_op_id
 from turnkeep.harness.steps import EventListener, abort_turn, fail_turn, new_op_id
-from turnkeep.harness.steps.common import envelope_terminal
+from turnkeep.harness.steps.common import settle_envelope
 from turnkeep.storage import Storage, delete_value, set_value, value
 
 OWNER_NS = "local.owner"
@@ -164,12 +164,10 @@ def inspect_turn(deps: HarnessDeps, session_id: str) -> TurnFinding | None:
 
 
 def settle_ended(deps: HarnessDeps, finding: TurnFinding) -> None:
-    """Bring the envelope in line with the ended turn's record (idempotent)."""
+    """Bring the envelope in line with the ended turn's record (the harness's repair)."""
     storage = deps.open_storage(finding.session_id)
     try:
-        record = load_record(storage, finding.op_id)
-        if record is not None:
-            envelope_terminal(deps, finding.session_id, record, None)
+        settle_envelope(deps, storage, finding.session_id, finding.op_id)
         clear_owner(storage, finding.op_id)
     finally:
         storage.close()

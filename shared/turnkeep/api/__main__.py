@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from turnkeep.api.serve import DEFAULT_PORT, PortBusyError, ServeOptions, resume_unfinished, serve
 from turnkeep.config_errors import CONFIG_EXIT_STATUS, ConfigError
+from turnkeep.harness.deps import ToolFactory
 
 __all__ = ["build_parser", "main", "resume_unfinished"]
 
@@ -25,11 +26,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Serve the API until interrupted; 2 on a configuration error, 1 on a busy port."""
+def main(argv: Sequence[str] | None = None, *, extra_tools: ToolFactory | None = None) -> int:
+    """Serve the API until interrupted; 2 on a configuration error, 1 on a busy port.
+
+    `extra_tools(session_id, user_id)`: tools offered besides the built-ins (see `serve`).
+    """
     args = build_parser().parse_args(argv)
     try:
-        return serve(ServeOptions(port=args.port, log_level=args.log_level))
+        options = ServeOptions(port=args.port, log_level=args.log_level)
+        return serve(options, extra_tools=extra_tools)
     except ConfigError as exc:
         print(f"turnkeep serve: {exc}", file=sys.stderr)
         return CONFIG_EXIT_STATUS

@@ -23,10 +23,12 @@ from turnkeep.api.auth import LocalDevAuthenticator
 from turnkeep.api.launch import LaunchError, LocalLauncher
 from turnkeep.api.settings import ApiSettings
 from turnkeep.config_errors import ConfigError, check_model_spec, config_line, load_settings
+from turnkeep.harness.deps import ToolFactory
 from turnkeep.local_owner import inspect_turn, settle_ended
 from turnkeep.runtime import Runtime, open_local_runtime
 from turnkeep.settings import local_settings
 from turnkeep.storage import open_repository
+from turnkeep.tools.isolation import ProcessPoolRunner
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
@@ -115,8 +117,18 @@ def _loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def serve(options: ServeOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    """Serve the API until interrupted. ConfigError / PortBusyError before anything starts."""
+def serve(
+    options: ServeOptions,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+    *,
+    extra_tools: ToolFactory | None = None,
+) -> int:
+    """Serve the API until interrupted. ConfigError / PortBusyError before anything starts.
+
+    `extra_tools(session_id, user_id)`: tools offered besides the built-ins (an embedding hook;
+    they run in the tool worker processes unless declared `isolation="in_process"`).
+    """
     import uvicorn
 
     check_port(options.port)
@@ -138,6 +150,15 @@ def serve(options: ServeOptions, out: TextIO = sys.stdout, err: TextIO = sys.std
         storage_source="--storage" if options.storage is not None else "TURNKEEP_STORAGE_URL",
         envelope_source="--envelope" if options.envelope is not None else "TURNKEEP_ENVELOPE_URL",
     )
+    # Tool calls run in killable worker processes: one CPU-bound or hung tool never stalls the
+    # other sessions of this server (the GIL is shared by every thread of a process).
+    tool_runner = ProcessPoolRunner(
+        workers=api_settings.tool_workers, timeout_seconds=api_settings.tool_timeout_seconds
+    )
+    runtime.deps.tool_runner = tool_runner
+    if extra_tools is not None:
+        base, more = runtime.deps.tools, extra_tools
+        runtime.deps.tools = lambda sid, uid: [*base(sid, uid), *more(sid, uid)]
     launcher = LocalLauncher(
         runtime.deps, workers=api_settings.local_workers, max_pending=api_settings.local_max_pending
     )
@@ -159,5 +180,6 @@ def serve(options: ServeOptions, out: TextIO = sys.stdout, err: TextIO = sys.std
     finally:
         sock.close()
         launcher.shutdown(wait=True)
+        tool_runner.close()
         runtime.close()
     return 0

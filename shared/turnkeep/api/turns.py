@@ -37,7 +37,7 @@ logger = logging.getLogger("turnkeep.api")
 router = APIRouter(
     prefix="/sessions/{session_id}/turns",
     tags=["turns"],
-    responses=error_responses(401, 404, 422, 503),
+    responses=error_responses(401, 404, 405, 422, 503),
 )
 
 EventLimit = Annotated[int, Query(ge=1, le=1000, description="events per page")]
@@ -101,7 +101,7 @@ def _free_or_409(ctx: ApiContext, user: str, session_id: str, envelope: Envelope
     "",
     status_code=202,
     response_model=TurnAccepted,
-    responses=error_responses(409, 413, 429),
+    responses=error_responses(400, 409, 413, 429),
 )
 def start(
     ctx: Ctx, user: User, session_id: SessionId, body: StartTurnRequest, response: Response

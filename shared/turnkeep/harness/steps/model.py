@@ -54,7 +54,7 @@ def model_step(
     with open_session(deps, inp.session_id) as storage:
         state = load_state(storage, inp.op_id)
         if state is None:
-            return ended_output(storage, inp.session_id, inp.op_id, inp.round)
+            return ended_output(deps, storage, inp.session_id, inp.op_id, inp.round)
         if inp.round < state.round:
             return recorded_output(storage, state, inp.round, deps.limits.max_tool_calls_per_round)
         if inp.round > state.round:
@@ -110,7 +110,7 @@ def model_step(
         try:
             state, head = _settle_tool_results(storage, state)
         except FencedWriteError:
-            return ended_output(storage, inp.session_id, inp.op_id, inp.round)
+            return ended_output(deps, storage, inp.session_id, inp.op_id, inp.round)
         registry = deps.registry(state.session_id, state.user_id)
         request = _request(
             deps,
@@ -133,7 +133,7 @@ def model_step(
                 deps, state, request=request, writer=writer, on_event=on_event, wrap_up=wrap_up
             )
         except FencedWriteError:
-            return ended_output(storage, inp.session_id, inp.op_id, inp.round)
+            return ended_output(deps, storage, inp.session_id, inp.op_id, inp.round)
         except ModelError as exc:
             _flush_quietly(writer)
             if exc.retryable:
