@@ -7,22 +7,29 @@ STAMP := $(VENV)/.installed
 
 .PHONY: setup local serve test lint bench clean sam-local-test sam-local-up
 
+# Progress lines say what runs; pip prints what it collects and installs (a fresh install
+# takes a minute or two).
 $(STAMP): pyproject.toml
+	@echo "== creating the virtual environment $(VENV) ($(PYTHON))"
 	$(PYTHON) -m venv $(VENV)
+	@echo "== upgrading pip"
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
-	touch $(STAMP)
+	@echo "== installing turnkeep and its dev tools into $(VENV) (about 1-2 minutes on a fresh machine)"
+	$(BIN)/python -m pip install --progress-bar off -e ".[dev]"
+	@touch $(STAMP)
+	@echo "== $(VENV) is ready"
 
 setup: $(STAMP)
 
 ## Run the main job locally: scripted-model turns on SQLite, streamed to the terminal.
 local: $(STAMP)
+	@echo "== running the demo: scripted-model turns on .local/turnkeep.db"
 	$(BIN)/turnkeep demo
 
 ## Serve the HTTP API on 127.0.0.1 (PORT=8787): SQLite, scripted model, dev tokens.
 PORT ?= 8787
 serve: $(STAMP)
-	$(BIN)/python -m turnkeep.api --port $(PORT)
+	$(BIN)/turnkeep serve --port $(PORT)
 
 ## Run the whole test suite.
 test: $(STAMP)
@@ -45,7 +52,7 @@ lint: $(STAMP)
 
 ## Benchmarks print figures (medians, ratios); BENCH_ARGS=--smoke for the quick CI mode.
 bench: $(STAMP)
-	for b in bench/*_bench.py bench/aws_requests.py; do [ -f $$b ] && $(BIN)/python $$b $(BENCH_ARGS); done
+	@for b in bench/*.py; do echo "== $$b $(BENCH_ARGS)"; $(BIN)/python $$b $(BENCH_ARGS) || exit 1; done
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .local
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .local .aws-sam

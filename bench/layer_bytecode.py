@@ -73,13 +73,15 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="layer-bench-") as tmp:
         scratch = Path(tmp)
-        if args.smoke:
+        found = [p for p in BUILT if p.is_dir()]
+        if args.smoke or not found or shutil.which(args.python) is None:
+            if not args.smoke:
+                print(f"no built layer ({BUILT[0]}: run `sam build`) or no {args.python}: "
+                      "measuring the turnkeep package alone")  # fmt: skip
             modules = ["turnkeep.harness", "turnkeep.storage", "turnkeep.api"]
-            layer, python, runs = smoke_layer(scratch), sys.executable, 3
+            layer, python = smoke_layer(scratch), sys.executable
+            runs = 3 if args.smoke else args.runs
         else:
-            found = [p for p in BUILT if p.is_dir()]
-            if not found or shutil.which(args.python) is None:
-                sys.exit(f"needs a built layer ({BUILT[0]}: run `sam build`) and {args.python}")
             layer, python, modules, runs = found[0], args.python, HANDLER_IMPORTS, args.runs
         bare = without_bytecode(layer, scratch)
         shipped_compiled, loaded = probe(layer, python, modules)

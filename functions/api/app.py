@@ -21,9 +21,10 @@ from mangum import Mangum
 from turnkeep.api import ApiSettings, StepFunctionsLauncher, create_app, lambda_authenticator
 from turnkeep.lambda_runtime import runtime
 
-logger = Logger(service="turnkeep-api")
-tracer = Tracer(service="turnkeep-api")
-metrics = Metrics(namespace="turnkeep", service="turnkeep-api")
+# The service name is the template's POWERTOOLS_SERVICE_NAME: not overridden here.
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics(namespace="turnkeep")
 
 
 @functools.cache

@@ -24,9 +24,10 @@ from turnkeep.step_events import (
     run_step,
 )
 
-logger = Logger(service="turnkeep-steps")
-tracer = Tracer(service="turnkeep-steps")
-metrics = Metrics(namespace="turnkeep", service="turnkeep-steps")
+# The service name is the template's POWERTOOLS_SERVICE_NAME: not overridden here.
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics(namespace="turnkeep")
 
 Handler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
 

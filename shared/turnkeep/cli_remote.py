@@ -205,6 +205,8 @@ class RemoteChat:
         self.sleep = sleep
         self.clock = clock
         self.session_id: str | None = None
+        self.current_turn: str | None = None
+        """The turn being followed now (what Ctrl-C cancels)."""
 
     def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         """The JSON object of a 2xx answer (`{}` when empty); RemoteApiError otherwise."""
@@ -271,8 +273,37 @@ class RemoteChat:
         if self.model is not None:
             payload["model"] = self.model
         started = self._call("POST", f"{self._session_path()}/turns", json=payload)
-        turn_id = _required(started, "turn_id", "POST .../turns")
-        events_path = f"{self._session_path()}/turns/{quote(turn_id, safe='')}/events"
+        return self.follow(_required(started, "turn_id", "POST .../turns"))
+
+    def _turn_path(self, turn_id: str) -> str:
+        return f"{self._session_path()}/turns/{quote(turn_id, safe='')}"
+
+    def running_turn(self) -> str | None:
+        """The session's running (or cancelling) turn, if any."""
+        view = self._call("GET", self._session_path())
+        turn = view.get("turn")
+        if not isinstance(turn, dict) or turn.get("status") not in ("running", "cancelling"):
+            return None
+        turn_id = turn.get("turn_id")
+        return turn_id if isinstance(turn_id, str) else None
+
+    def cancel(self, turn_id: str) -> str:
+        """Ask the server to cancel `turn_id`; what it answered, as words."""
+        body = self._call("POST", f"{self._turn_path(turn_id)}/cancel")
+        if body.get("cancel_requested"):
+            return f"cancel of turn {turn_id} requested; the server stops it at its next step"
+        return f"turn {turn_id} had already ended ({body.get('status')})"
+
+    def follow(self, turn_id: str) -> str | None:
+        """Print `turn_id`'s events until it ends; its final status (None if not seen to end)."""
+        self.current_turn = turn_id
+        status = self._follow(turn_id)
+        # Kept when interrupted: the caller's Ctrl-C handler cancels `current_turn`.
+        self.current_turn = None
+        return status
+
+    def _follow(self, turn_id: str) -> str | None:
+        events_path = f"{self._turn_path(turn_id)}/events"
         renderer = TurnEventRenderer(self.output)
         cursor = 0
         delay = POLL_MIN_S
@@ -314,7 +345,7 @@ class RemoteChat:
                 delay = min(delay * 2, POLL_MAX_S)
         renderer.finish()
         try:
-            view = self._call("GET", f"{self._session_path()}/turns/{quote(turn_id, safe='')}")
+            view = self._call("GET", self._turn_path(turn_id))
         except RemoteApiError:
             view = {"status": page.get("status")}  # the page's status still says how it ended
         self.output.notice(status_line(turn_id, view))
@@ -352,6 +383,41 @@ def _api_error(response: httpx.Response) -> RemoteApiError:
     return RemoteApiError(
         response.status_code, f"http_{response.status_code}", message, retry_after
     )
+
+
+def url_hint(client: httpx.Client, error: RemoteApiError) -> str | None:
+    """A hint when an answer says --url is not the API's base URL (404/405 on its routes).
+
+    Probes `/openapi.json` there and one level up: the turnkeep API serves `/sessions` at its
+    root, so `http://host:8787/api` is wrong when `http://host:8787` is the API.
+    """
+    if error.status not in (404, 405):
+        return None
+    base = str(client.base_url).rstrip("/")
+    if _is_turnkeep(client, f"{base}/openapi.json"):
+        return None  # the URL is right; the 404 is about the session itself
+    parts = urlsplit(base)
+    path = parts.path.rstrip("/")
+    if path:
+        parent = f"{parts.scheme}://{parts.netloc}{path.rsplit('/', 1)[0]}"
+        if _is_turnkeep(client, f"{parent}/openapi.json"):
+            return f"--url {base} looks wrong: the turnkeep API answers at {parent}"
+    return (
+        f"--url {base} looks wrong: no turnkeep API answers there ({base}/openapi.json does not "
+        "describe /sessions); pass the API's base URL, e.g. http://127.0.0.1:8787"
+    )
+
+
+def _is_turnkeep(client: httpx.Client, url: str) -> bool:
+    import httpx
+
+    try:
+        response = client.get(url)
+        schema = response.json() if response.is_success else None
+    except (httpx.HTTPError, ValueError):
+        return False
+    paths = schema.get("paths") if isinstance(schema, dict) else None
+    return isinstance(paths, dict) and "/sessions" in paths
 
 
 def open_client(url: str, *, token: str | None, user: str) -> httpx.Client:

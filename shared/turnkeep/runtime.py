@@ -9,7 +9,7 @@ from turnkeep.harness import HarnessDeps, HarnessLimits
 from turnkeep.harness.deps import ProviderResolver
 from turnkeep.providers.base import ModelProvider
 from turnkeep.settings import TurnkeepSettings
-from turnkeep.storage import Storage, open_storage
+from turnkeep.storage import Storage, open_repository, open_storage
 
 
 def limits_from_settings(settings: TurnkeepSettings) -> HarnessLimits:
@@ -75,3 +75,30 @@ def build_runtime(
         limits=limits_from_settings(settings),
     )
     return Runtime(settings, deps, envelopes, storage_url, held)
+
+
+def open_local_runtime(
+    settings: TurnkeepSettings,
+    *,
+    storage_source: str = "TURNKEEP_STORAGE_URL",
+    envelope_source: str = "TURNKEEP_ENVELOPE_URL",
+) -> Runtime:
+    """`build_runtime(settings)`; a storage or envelope URL it cannot open is a ConfigError.
+
+    `*_source` name where each URL came from (a variable or a command-line flag) for the line.
+    """
+    from turnkeep.config_errors import ConfigError, config_problem
+    from turnkeep.envelope import MetaValidationError
+    from turnkeep.storage import StorageValidationError
+
+    try:
+        # The repository, not a session: checking the URL must not create a session.
+        open_repository(settings.storage_url_or_local()).close()
+    except StorageValidationError as exc:
+        raise ConfigError(config_problem(storage_source, settings.storage_url, str(exc))) from None
+    try:
+        return build_runtime(settings)
+    except MetaValidationError as exc:
+        raise ConfigError(
+            config_problem(envelope_source, settings.envelope_url, str(exc))
+        ) from None

@@ -36,3 +36,25 @@ class TurnkeepSettings(BaseSettings):
     def envelope_url_or_local(self) -> str:
         """The envelope URL, defaulting to the local SQLite file."""
         return self.envelope_url or self.local_db_url()
+
+
+def local_settings(
+    *, storage: str | None = None, envelope: str | None = None, model: str | None = None
+) -> TurnkeepSettings:
+    """Settings from the environment with command-line flags on top, the model spec checked.
+
+    Raises ConfigError (one line naming the variable or flag) for any value not accepted.
+    """
+    from turnkeep.config_errors import check_model_spec, load_settings
+
+    settings = load_settings(TurnkeepSettings)
+    update: dict[str, str] = {}
+    if storage is not None:
+        update["storage_url"] = storage
+    if envelope is not None:
+        update["envelope_url"] = envelope
+    if model is not None:
+        update["model"] = model
+    settings = settings.model_copy(update=update)
+    check_model_spec(settings.model, "--model" if model is not None else "TURNKEEP_MODEL")
+    return settings

@@ -166,6 +166,7 @@ def test_envelope_with_every_key_at_its_cap_round_trips(store: EnvelopeStore) ->
         "usage": json.dumps({"pad": "u" * (caps.USAGE_MAX_BYTES - 12)}),
         "turnError": "e" * caps.TURN_ERROR_MAX_BYTES,
         "turnRunId": "r" * caps.IDENT_MAX_BYTES,
+        "turnFinishing": "f" * caps.IDENT_MAX_BYTES,
         "turnStreamCursor": "c" * caps.IDENT_MAX_BYTES,
         "turnStatus": "cancelling",
         "turnStartedAt": 2**63 - 1,

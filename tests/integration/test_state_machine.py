@@ -37,7 +37,7 @@ from tests.support.lambda_host import (
     load_function_module,
 )
 from turnkeep import lambda_runtime
-from turnkeep.harness import StartTurnInput, cancel_turn, start_turn
+from turnkeep.harness import StartTurnInput, abort_turn, cancel_turn, start_turn
 from turnkeep.harness.state import op_scope
 from turnkeep.providers.base import (
     FatalModelError,
@@ -473,6 +473,46 @@ def test_a_cancel_during_the_tool_batch_ends_the_execution_in_turn_already_ended
     assert deployed.host.calls[1][2] is None  # the tool step skipped, it did not fail
     assert _scope_objects(deployed, session, op_id) == []
     envelope = lambda_runtime.runtime().deps.envelopes.get(session)
+    assert envelope is not None
+    assert envelope.meta["turnStatus"] == "aborted"
+
+
+def test_an_execution_that_finds_its_turn_ended_repairs_an_envelope_left_running(
+    deployed: Deployed,
+) -> None:
+    """The kill between the terminal commit and the envelope write, then the relaunch on AWS:
+    model_step -> ended_output -> TurnAlreadyEnded must leave the envelope saying how it ended,
+    and so must a late tool step delivery."""
+    deps = lambda_runtime.runtime().deps
+    session = "sfn-lost-update"
+    deps.envelopes.create(session, USER)
+    op_id = f"op-lost-{time.monotonic_ns()}"
+    start_turn(deps, StartTurnInput(session_id=session, op_id=op_id, user_id=USER, text="hi"))
+    abort_turn(deps, session, op_id)  # the turn ended elsewhere ...
+    deps.envelopes.update_worker_meta(session, {"turnStatus": "running"})  # ... update lost
+
+    execution = deployed.sfn.start_execution(
+        stateMachineArn=deployed.state_machine_arn,
+        name=op_id,
+        input=json.dumps({"session_id": session, "op_id": op_id, "round": 0}),
+    )["executionArn"]
+    _wait_for_executions(deployed)
+
+    described = deployed.sfn.describe_execution(executionArn=execution)
+    assert described["status"] == "SUCCEEDED"
+    assert json.loads(described["output"])["model"]["next"] == "done"
+    envelope = deps.envelopes.get(session)
+    assert envelope is not None
+    assert envelope.meta["turnStatus"] == "aborted"
+
+    deps.envelopes.update_worker_meta(session, {"turnStatus": "cancelling"})
+    app = load_function_module("turn_steps")
+    out = app.tool_step(
+        {"session_id": session, "op_id": op_id, "round": 0, "call_id": "c1"},
+        FakeContext(function_name="ToolStepFunction"),
+    )
+    assert out["status"] == "skipped"
+    envelope = deps.envelopes.get(session)
     assert envelope is not None
     assert envelope.meta["turnStatus"] == "aborted"
 

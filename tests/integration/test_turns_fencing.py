@@ -93,30 +93,30 @@ def test_a_second_terminal_step_racing_the_first_does_not_overwrite_its_record(
     raced: list[bool] = []
     holder: dict[str, object] = {}
 
-    def abort_first(writes: Sequence[Write]) -> None:
-        # finish_turn read the running state; a cancel-abort commits its terminal first.
+    def fail_first(writes: Sequence[Write]) -> None:
+        # finish_turn read the running state (and fenced its completion, so a cancel can no
+        # longer abort it); another terminal step, a Catch's fail_turn, commits first.
         if _writes_result(writes) and not raced:
             raced.append(True)
             h = holder["h"]
-            cancel_turn(h.deps, h.session_id)  # type: ignore[attr-defined]
-            model_step(
+            fail_turn(
                 h.deps,  # type: ignore[attr-defined]
-                ModelStepInput(session_id=h.session_id, op_id=op, round=0),  # type: ignore[attr-defined]
+                FailTurnInput(session_id=h.session_id, op_id=op, error="caught"),  # type: ignore[attr-defined]
             )
 
-    h = make_harness(tmp_path, backend, open_wrapper=lambda s: StorageProxy(s, abort_first))
+    h = make_harness(tmp_path, backend, open_wrapper=lambda s: StorageProxy(s, fail_first))
     holder["h"] = h
     start_turn(h.deps, StartTurnInput(session_id=h.session_id, op_id=op, user_id=USER, text="hi"))
 
     result = finish_turn(h.deps, FinishTurnInput(session_id=h.session_id, op_id=op))
 
     assert raced == [True]
-    assert result.status == "aborted"  # the first terminal commit wins and is reported
+    assert result.status == "failed"  # the first terminal commit wins and is reported
     with h.storage() as storage:
         record = load_record(storage, op)
     assert record is not None
-    assert record.status == "aborted"
-    assert h.meta()["turnStatus"] == "aborted"
+    assert record.status == "failed"
+    assert h.meta()["turnStatus"] == "failed"
 
 
 def _end_by(h, how: str, op: str) -> None:  # type: ignore[no-untyped-def]

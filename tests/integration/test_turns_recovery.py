@@ -35,10 +35,10 @@ from turnkeep.harness.progress import FrameWriter, ToolProgress, read_frames
 from turnkeep.harness.recovery import INTERRUPTED_MARK
 from turnkeep.harness.state import (
     frames_address,
-    load_call,
     load_record,
     load_state,
     response_id,
+    result_entry_id,
 )
 from turnkeep.providers.base import (
     RetryableModelError,
@@ -344,7 +344,8 @@ def test_close_and_faults_never_retire_the_scope(tmp_path: Path, backend: str) -
 
     with h.storage() as reopened:  # a fresh handle after every earlier one was closed
         assert load_state(reopened, op) is not None
-        assert load_call(reopened, op, call_id) is not None
+        # The round-0 result was settled as an entry before round 1 streamed (causal order).
+        assert reopened.get_entries([result_entry_id(op, 0, call_id)])
         frames = reopened.read_list(frames_address(op, response_id(op, 1)))
         assert len(frames) == 1
         assert ToolProgress(reopened, op, call_id).checkpoint() == {"attempt": 2}

@@ -13,10 +13,12 @@ from mangum import Mangum
 
 from tests.support.api_client import USER, ApiHarness, auth, make_harness
 from tests.support.lambda_host import FakeContext
+from tests.support.owners import dead_owner
 from turnkeep.api import ApiSettings, LaunchError, LocalLauncher, sessions
 from turnkeep.api.__main__ import resume_unfinished
 from turnkeep.envelope import EnvelopeUnavailableError
 from turnkeep.harness import StartTurnInput, new_op_id, start_turn, turn_result
+from turnkeep.local_owner import record_owner
 from turnkeep.providers.scripted import ScriptedProvider
 from turnkeep.runtime import build_runtime
 from turnkeep.settings import TurnkeepSettings
@@ -103,6 +105,8 @@ def test_local_server_start_up_relaunches_turns_left_running(tmp_path: Path) -> 
     try:
         runtime.envelopes.create("left-running", "u1")
         op = new_op_id()
+        with runtime.deps.open_storage("left-running") as storage:
+            record_owner(storage, op, dead_owner())  # the server that drove it is gone
         start_turn(
             runtime.deps,
             StartTurnInput(session_id="left-running", op_id=op, user_id="u1", text="hello"),
@@ -193,6 +197,8 @@ def test_local_server_start_up_survives_more_unfinished_turns_than_the_launcher_
         for sid in ("left-a", "left-b"):
             runtime.envelopes.create(sid, "u1")
             ops[sid] = new_op_id()
+            with runtime.deps.open_storage(sid) as storage:
+                record_owner(storage, ops[sid], dead_owner())
             start_turn(
                 runtime.deps,
                 StartTurnInput(session_id=sid, op_id=ops[sid], user_id="u1", text="hello"),

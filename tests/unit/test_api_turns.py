@@ -406,3 +406,19 @@ def test_turn_status_read_while_the_turn_ends_is_its_record_not_404(
     assert racing.ended
     assert view.finished is True
     assert view.status == "completed"
+
+
+def test_cancel_of_a_turn_whose_completion_is_being_committed_is_200_and_it_completes(
+    paused_api: ApiHarness,
+) -> None:
+    api = paused_api
+    sid = api.session()
+    turn = api.start(sid, "hello")
+    # finish_turn's completion fence landed; its terminal commit has not yet.
+    api.runtime.envelopes.update_worker_meta(sid, {"turnFinishing": turn})
+
+    response = api.client.post(f"/sessions/{sid}/turns/{turn}/cancel", headers=auth())
+
+    assert response.status_code == 200, response.text
+    assert response.json() == {"turn_id": turn, "status": "running", "cancel_requested": False}
+    assert resume_turn(api.runtime.deps, sid, turn).status == "completed"

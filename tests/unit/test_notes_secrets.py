@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from tests.support.secret_samples import SECRET_SAMPLES
 from turnkeep.notes import find_secret
+from turnkeep.notes.secrets import normalize_for_scan
 
 AWS_SECRET_ENDING_IN_SYMBOLS = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEK+/"
 
@@ -87,3 +91,66 @@ def test_a_full_cap_block_of_repeated_prefixes_scans_clean(text: str) -> None:
     # plain linear scan and still find nothing here.
     assert len(text.encode()) <= 32768
     assert find_secret(text) is None
+
+
+# -- issue #9: invisible characters, provider formats, a corpus of ordinary notes ---------------
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "notes_corpus.txt"
+
+
+def _corpus() -> list[str]:
+    return CORPUS.read_text(encoding="utf-8").splitlines()
+
+
+@pytest.mark.parametrize(("kind", "note"), SECRET_SAMPLES)
+def test_every_known_secret_sample_is_flagged_as_its_kind(kind: str, note: str) -> None:
+    assert find_secret(note) == kind
+
+
+def test_no_line_of_the_ordinary_notes_corpus_is_flagged() -> None:
+    lines = _corpus()
+    assert len(set(lines)) >= 1000  # prose, code, paths, ids, hashes, UUIDs, URLs, SHAs
+
+    flagged = [(find_secret(line), line) for line in lines if find_secret(line) is not None]
+
+    assert flagged == []
+
+
+def test_the_whole_corpus_as_one_note_is_not_flagged() -> None:
+    assert find_secret("\n".join(_corpus())) is None
+
+
+def test_normalising_removes_invisible_characters_and_folds_compatibility_forms() -> None:
+    text = "A\u200bK\u200dI\u2060A\ufeff\u00ad\u202e \uff21\uff22 \u3164x"
+
+    assert normalize_for_scan(text) == "AKIA AB x"
+    assert normalize_for_scan("plain line\twith tab\n") == "plain line\twith tab\n"
+
+
+@pytest.mark.parametrize(
+    "note",
+    [
+        "password: ${DB_PASSWORD}",
+        "api_key: <your key here>",
+        "secret: {{ .Values.secret }}",
+        "password = get_secret('db')",
+        'api_key = os.environ["OPENAI_API_KEY"]',
+        "password: minimum-12-characters (policy)",
+        "password_hash = argon2.hash(password)",
+        "access_token: '***'",
+        "secret: /var/run/secrets/token",
+    ],
+)
+def test_placeholders_code_and_policy_text_after_password_are_not_flagged(note: str) -> None:
+    assert find_secret(note) is None
+
+
+def test_every_format_character_of_this_unicode_database_is_removed_before_matching() -> None:
+    import sys
+    import unicodedata
+
+    format_chars = [
+        chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"
+    ]
+
+    assert normalize_for_scan("".join(format_chars)) == ""

@@ -301,6 +301,9 @@ SECRETS = {
     "an OpenAI-style API key": "sk-proj-" + "Ab3" * 10,
     "a Stripe secret key": "sk_live_" + "x9" * 12,
     "a Slack token": "xoxb-123456789012-abcdefABCDEF",
+    "a Slack webhook URL": "https://hooks.slack.com/services/T0123ABCD/B0456EFGH/" + "aB3" * 8,
+    "a Google API key": "AIza" + "SyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY",
+    "a password assignment": "db password: hunter2-correct-horse",
     "a JSON Web Token": (
         "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dBjftJeZ4CVPmB92K27uhbUJU1p1r"
     ),

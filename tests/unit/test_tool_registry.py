@@ -146,3 +146,34 @@ def test_a_handler_returning_non_text_content_becomes_an_error_result_not_a_cras
 
     assert result.is_error
     assert result.content == "Error: tool numeric returned content of type int, not text"
+
+
+@pytest.mark.timeout(10)  # before the bound, the first case computed for ~16 s holding the GIL
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "(((9**64)**64)**64)**64",
+        "(9**64)**64",
+        "(2**64)**64",
+        "*".join(["10**64"] * 24),
+        "-(((9**64)**64)**64)",
+        "1e300**2",
+    ],
+)
+def test_calculator_refuses_a_too_large_result_before_computing_it(expression: str) -> None:
+    result = CALCULATOR.handler(CALCULATOR.args_model(expression=expression), CTX)
+
+    assert result.is_error
+    assert "too large" in result.content or "limit is 4096 bits" in result.content
+
+
+def test_calculator_still_computes_results_just_under_the_size_limit() -> None:
+    assert evaluate("(2**64)**63") == 2 ** (64 * 63)
+    assert evaluate("(10**60)*(10**60)") == 10**120
+
+
+def test_calculator_refuses_a_complex_result() -> None:
+    result = CALCULATOR.handler(CALCULATOR.args_model(expression="(-8)**0.5"), CTX)
+
+    assert result.is_error
+    assert "not a real number" in result.content

@@ -33,6 +33,9 @@ def create_app(
         openapi_url="/openapi.json",
         docs_url="/docs" if authenticator.local else None,
         redoc_url=None,
+        # Starlette's slash redirect builds an absolute Location from the request's Host
+        # header (an open redirect behind a spoofed Host): a trailing slash is a plain 404.
+        redirect_slashes=False,
     )
     app.state.turnkeep = ApiContext(runtime, launcher, authenticator, api_settings)
     install_error_handlers(app, max_body_bytes=api_settings.max_body_bytes)

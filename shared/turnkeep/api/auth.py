@@ -23,7 +23,7 @@ from turnkeep.api.errors import ApiError
 from turnkeep.envelope import MetaValidationError
 from turnkeep.envelope.keys import validate_owner_id
 
-DEV_TOKEN_PREFIX = "dev-"
+DEV_TOKEN_PREFIX = "dev-"  # nosec B105  # the local dev-token prefix, not a password
 _DEV_USER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
 
 

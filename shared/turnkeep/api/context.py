@@ -15,6 +15,7 @@ from turnkeep.api.launch import Launcher
 from turnkeep.api.models import SESSION_ID_PATTERN, TURN_ID_PATTERN
 from turnkeep.api.settings import ApiSettings
 from turnkeep.envelope import Envelope
+from turnkeep.harness import reconcile_envelope
 from turnkeep.runtime import Runtime
 from turnkeep.storage import Storage
 
@@ -38,11 +39,15 @@ class ApiContext:
             handle.close()
 
     def owned(self, user_id: str, session_id: str) -> Envelope:
-        """The caller's envelope of `session_id`; 404 when absent or another user's."""
+        """The caller's envelope of `session_id`; 404 when absent or another user's.
+
+        An envelope that still says a turn runs which storage says has ended (a lost envelope
+        update) is repaired first, so no route acts on a stale `running`.
+        """
         envelope = self.runtime.envelopes.get_for_owner(user_id, session_id)
         if envelope is None:
             raise not_found("session")
-        return envelope
+        return reconcile_envelope(self.runtime.deps, envelope)
 
     def now_ms(self) -> int:
         """The harness clock in epoch milliseconds (tests inject a fake clock)."""

@@ -172,31 +172,61 @@ _HTTP_CODES = {
 }
 
 
+_ROUTING_STATUSES = frozenset({404, 405})
+
+
+def _identity_error(request: Request) -> ApiError | None:
+    """The 401 an unauthenticated request gets before any other judgement, else None."""
+    authenticator = getattr(getattr(request.app.state, "turnkeep", None), "authenticator", None)
+    if authenticator is None:
+        return None
+    try:
+        authenticator.user_id(request)
+    except ApiError as denied:
+        return denied
+    return None
+
+
+def _no_route_message(path: str) -> str:
+    """The 404 message of an unmatched path (the path itself is never echoed)."""
+    if len(path) > 1 and path.endswith("/"):
+        return "no route matches this path: API paths have no trailing slash (and never redirect)"
+    return "no route matches this path"
+
+
 def install_error_handlers(app: FastAPI, *, max_body_bytes: int) -> None:
     """Register the JSON error handlers and the catch-all for genuine bugs."""
 
     async def on_api_error(_request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, ApiError)
+        if not isinstance(exc, ApiError):  # registered for ApiError only
+            raise exc
         return error_response(
             exc.status, exc.code, exc.message, field=exc.field, headers=exc.headers
         )
 
     async def on_validation(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, RequestValidationError)
+        if not isinstance(exc, RequestValidationError):  # registered for it only
+            raise exc
         # FastAPI parses the JSON body before it resolves dependencies: identity comes first.
-        authenticator = getattr(getattr(request.app.state, "turnkeep", None), "authenticator", None)
-        if authenticator is not None:
-            try:
-                authenticator.user_id(request)
-            except ApiError as denied:
-                return await on_api_error(request, denied)
+        denied = _identity_error(request)
+        if denied is not None:
+            return await on_api_error(request, denied)
         field, message = _validation_message(exc.errors())
         return error_response(422, "validation_error", message, field=field)
 
-    async def on_http(_request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, StarletteHTTPException)
+    async def on_http(request: Request, exc: Exception) -> JSONResponse:
+        if not isinstance(exc, StarletteHTTPException):  # registered for it only
+            raise exc
+        if exc.status_code in _ROUTING_STATUSES:
+            # No route (404) or no such method (405): say nothing about the API's routes to a
+            # caller who is not authenticated.
+            denied = _identity_error(request)
+            if denied is not None:
+                return await on_api_error(request, denied)
         code = _HTTP_CODES.get(exc.status_code, "http_error")
         detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+        if exc.status_code == 404 and detail == "Not Found":
+            detail = _no_route_message(request.url.path)
         return error_response(exc.status_code, code, detail, headers=exc.headers)
 
     async def on_domain(_request: Request, exc: Exception) -> JSONResponse:

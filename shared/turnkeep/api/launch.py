@@ -1,6 +1,7 @@
 """Launchers: what runs a started turn to its end (`start_turn` is already done).
 
-- `LocalLauncher`: `resume_turn` on a bounded in-process thread pool (the local orchestrator).
+- `LocalLauncher`: `resume_turn` on a bounded in-process thread pool (the local orchestrator),
+  recorded as each turn's owner (`turnkeep.local_owner`) from launch to end.
 - `StepFunctionsLauncher`: one Standard execution per turn, named by the operation id, with input
   ``{"session_id", "op_id", "round": 0}``; starting the same operation twice is a success.
 """
@@ -16,6 +17,13 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Protocol
 
 from turnkeep.harness import HarnessDeps, resume_turn
+from turnkeep.local_owner import (
+    TurnFinding,
+    forget_owner,
+    inspect_turn,
+    record_owner,
+    settle_ended,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
@@ -63,8 +71,26 @@ class LocalLauncher:
                     f"the local orchestrator already holds {self._max_pending} turns; "
                     "try again when one finishes"
                 )
+            # Recorded before the turn is queued, so another process opening the session sees
+            # a live owner and leaves the turn alone.
+            _record_owner(self.deps, session_id, op_id)
             future = self._pool.submit(self._run, session_id, op_id)
             self._active[key] = future
+
+    def take_over(self, session_id: str) -> TurnFinding | None:
+        """Deal with the session's running turn as its next opener (docs/local.md).
+
+        An ended turn's envelope is repaired; a turn whose owner process is gone is launched
+        here (resumed); a live or unknown owner's turn is left alone. Returns the finding.
+        """
+        finding = inspect_turn(self.deps, session_id)
+        if finding is None:
+            return None
+        if finding.verdict == "ended":
+            settle_ended(self.deps, finding)
+        elif finding.verdict == "orphaned":
+            self.launch(session_id, finding.op_id)
+        return finding
 
     def _run(self, session_id: str, op_id: str) -> None:
         try:
@@ -76,6 +102,10 @@ class LocalLauncher:
         finally:
             with self._lock:
                 self._active.pop((session_id, op_id), None)
+            try:
+                forget_owner(self.deps, session_id, op_id)
+            except Exception:
+                logger.exception("owner record of turn %s of %s not removed", op_id, session_id)
 
     def pending(self) -> int:
         """Turns queued or running now."""
@@ -100,6 +130,14 @@ class LocalLauncher:
         with self._lock:
             self._closed = True
         self._pool.shutdown(wait=wait, cancel_futures=not wait)
+
+
+def _record_owner(deps: HarnessDeps, session_id: str, op_id: str) -> None:
+    storage = deps.open_storage(session_id)
+    try:
+        record_owner(storage, op_id)
+    finally:
+        storage.close()
 
 
 class StepFunctionsLauncher:

@@ -30,9 +30,11 @@ class ErrorBody(BaseModel):
 
 
 _ERROR_DESCRIPTIONS = {
-    400: "bad request (a host key the PUT may not set, an unparsable body)",
+    400: "bad request: a body the JSON parser gives up on (e.g. a 5000-digit number); for "
+    "PUT meta also a key the host may not set",
     401: "no usable identity (JWT `sub` claim; locally `Bearer dev-<user>`)",
     404: "no such session or turn of the caller (another user's answers the same)",
+    405: "the path exists, but not with this method",
     409: "conflict (a turn is running, the id is taken, the session is being deleted)",
     413: "request body too large",
     422: "invalid input: the message names the field",

@@ -26,10 +26,11 @@ from turnkeep.envelope import (
     EnvelopeExistsError,
     MetaValidationError,
 )
+from turnkeep.harness import reconcile_envelope
 from turnkeep.harness.state import STARTABLE_STATUSES
 from turnkeep.storage import open_repository
 
-router = APIRouter(prefix="/sessions", tags=["sessions"], responses=error_responses(401, 503))
+router = APIRouter(prefix="/sessions", tags=["sessions"], responses=error_responses(401, 405, 503))
 _SESSION = error_responses(404, 422)
 
 Cursor = Annotated[
@@ -43,7 +44,7 @@ Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
     "",
     status_code=201,
     response_model=SessionView,
-    responses=error_responses(409, 413, 422),
+    responses=error_responses(400, 409, 413, 422),
 )
 def create_session(ctx: Ctx, user: User, body: CreateSessionRequest | None = None) -> SessionView:
     """Create a session owned by the caller (409 when a client-chosen id is taken)."""
@@ -64,8 +65,12 @@ def create_session(ctx: Ctx, user: User, body: CreateSessionRequest | None = Non
 @router.get("", response_model=SessionList)
 def list_sessions(ctx: Ctx, user: User) -> SessionList:
     """The caller's sessions, oldest first."""
+    deps = ctx.runtime.deps
     return SessionList(
-        sessions=[session_view(e) for e in ctx.runtime.envelopes.list_for_owner(user)]
+        sessions=[
+            session_view(reconcile_envelope(deps, e))
+            for e in ctx.runtime.envelopes.list_for_owner(user)
+        ]
     )
 
 

@@ -39,6 +39,20 @@ class ApiSettings(BaseSettings):
     local_workers: int = Field(
         default=4, ge=1, le=64, description="threads of the local in-process orchestrator"
     )
+    tool_workers: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="local server: worker processes that run tool calls (a hung or CPU-bound "
+        "tool never stalls other sessions)",
+    )
+    tool_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="local server: a tool call running longer is stopped (tool error) and its "
+        "worker process killed and replaced",
+    )
     local_max_pending: int = Field(
         default=64,
         ge=1,

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Response
 
 from turnkeep.api.context import ApiContext, Ctx, SessionId, TurnId, User
 from turnkeep.api.errors import ApiError, not_found
+from turnkeep.api.launch import LocalLauncher
 from turnkeep.api.models import (
     CancelView,
     EventsPage,
@@ -21,6 +22,7 @@ from turnkeep.api.models import (
 from turnkeep.api.ratelimit import reserve_turn_start
 from turnkeep.api.sessions import Cursor
 from turnkeep.api.views import DELETE_MARKER, TurnNotFound, turn_events, turn_view
+from turnkeep.envelope import Envelope
 from turnkeep.harness import (
     FailTurnInput,
     StartTurnInput,
@@ -35,7 +37,7 @@ logger = logging.getLogger("turnkeep.api")
 router = APIRouter(
     prefix="/sessions/{session_id}/turns",
     tags=["turns"],
-    responses=error_responses(401, 404, 422, 503),
+    responses=error_responses(401, 404, 405, 422, 503),
 )
 
 EventLimit = Annotated[int, Query(ge=1, le=1000, description="events per page")]
@@ -77,11 +79,29 @@ def _check_model(ctx: ApiContext, model: str | None) -> None:
         )
 
 
+def _free_or_409(ctx: ApiContext, user: str, session_id: str, envelope: Envelope) -> Envelope:
+    """The envelope once the session is free for a turn; 409 while one runs.
+
+    Locally the running turn may have lost its process (a killed `turnkeep chat`): the local
+    orchestrator then takes it over (docs/local.md) — it resumes an orphaned turn (still 409,
+    saying so) and repairs the envelope of one that had ended (the start goes on).
+    """
+    running = envelope.meta.get("turnRunId")
+    what = "is being deleted" if running == DELETE_MARKER else f"runs turn {running!r}"
+    if isinstance(ctx.launcher, LocalLauncher) and running != DELETE_MARKER:
+        finding = ctx.launcher.take_over(session_id)
+        if finding is not None and finding.verdict == "ended":
+            return ctx.owned(user, session_id)
+        if finding is not None and finding.verdict == "orphaned":
+            what += " (resumed now: the process that drove it is gone)"
+    raise ApiError(409, "turn_running", f"session {session_id!r} {what}; one turn at a time")
+
+
 @router.post(
     "",
     status_code=202,
     response_model=TurnAccepted,
-    responses=error_responses(409, 413, 429),
+    responses=error_responses(400, 409, 413, 429),
 )
 def start(
     ctx: Ctx, user: User, session_id: SessionId, body: StartTurnRequest, response: Response
@@ -92,9 +112,7 @@ def start(
     envelope = ctx.owned(user, session_id)
     meta = envelope.meta
     if meta.get("turnStatus") in ("running", "cancelling"):
-        running = meta.get("turnRunId")
-        what = "is being deleted" if running == DELETE_MARKER else f"runs turn {running!r}"
-        raise ApiError(409, "turn_running", f"session {session_id!r} {what}; one turn at a time")
+        envelope = _free_or_409(ctx, user, session_id, envelope)
     reserve_turn_start(
         ctx.runtime.envelopes,
         session_id,
@@ -109,7 +127,12 @@ def start(
     start_turn(
         deps,
         StartTurnInput(
-            session_id=session_id, op_id=op_id, user_id=user, text=body.text, model=body.model
+            session_id=session_id,
+            op_id=op_id,
+            user_id=user,
+            text=body.text,
+            # Recorded with the turn: a resumed turn keeps its model if the default changes.
+            model=body.model or ctx.runtime.settings.model,
         ),
     )
     try:

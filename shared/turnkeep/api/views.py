@@ -9,6 +9,9 @@ How frames relate to settled entries (the events contract, docs/api.md):
 - frames of a round that is already settled when the page is read are never returned (they stay
   in the operation scope as residue until the terminal commit retires it): a client that polls
   late gets the entry only, so the text of a settled round never arrives twice as frames;
+- events follow cause: seq order is the order things happened, and a tool's result entry is
+  committed before the next round streams (the model step settles it first), so it precedes
+  every frame and entry of the reply that reads it on every orchestrator;
 - `finished` is true only when the turn had ended before the page was read and the page holds
   everything after the cursor, so polling until `finished` sees every event exactly once.
 """
@@ -16,6 +19,7 @@ How frames relate to settled entries (the events contract, docs/api.md):
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from turnkeep.api.models import (
@@ -158,8 +162,30 @@ def turn_view(storage: Storage, envelope: Envelope | None, op_id: str) -> TurnVi
     )
 
 
+EntryEventBuilder = Callable[[Entry], Event]
+"""Builds the event of one stored entry type (its `seq` must be the entry's)."""
+
+_ENTRY_EVENTS: dict[str, EntryEventBuilder] = {}
+
+
+def register_entry_event(entry_type: str, builder: EntryEventBuilder) -> None:
+    """Show entries of `entry_type` as `builder` says (new event kinds: add the kind to
+    `Event.kind` and register its entry type here); other types are shown as messages."""
+    _ENTRY_EVENTS[entry_type] = builder
+
+
 def entry_event(entry: Entry) -> Event:
-    """A settled transcript entry as an event."""
+    """A settled entry as an event: its type's registered builder, else a message event.
+
+    Every event keeps its entry's `seq`, so the page order (seq order) stays causal whatever
+    the kind (docs/api.md, "Events follow cause").
+    """
+    builder = _ENTRY_EVENTS.get(entry.type, message_event)
+    return builder(entry)
+
+
+def message_event(entry: Entry) -> Event:
+    """A settled transcript message (user, assistant response, tool results) as an event."""
     data = entry.data if isinstance(entry.data, dict) else {}
     message = data.get("message")
     role = message.get("role") if isinstance(message, dict) else None

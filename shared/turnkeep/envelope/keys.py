@@ -205,6 +205,13 @@ _SPECS: Final[tuple[KeySpec, ...]] = (
     ),
     KeySpec("turnRunId", "worker", caps.IDENT_MAX_BYTES, _text(caps.IDENT_MAX_BYTES), "turn id"),
     KeySpec(
+        "turnFinishing",
+        "worker",
+        caps.IDENT_MAX_BYTES,
+        _text(caps.IDENT_MAX_BYTES),
+        "turn id whose completion is being committed: a cancel can no longer take effect",
+    ),
+    KeySpec(
         "turnStreamCursor",
         "worker",
         caps.IDENT_MAX_BYTES,

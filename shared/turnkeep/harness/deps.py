@@ -17,6 +17,7 @@ from turnkeep.storage import Storage
 from turnkeep.system_prompt import DEFAULT_SYSTEM_PROMPT
 from turnkeep.tools.base import Tool
 from turnkeep.tools.builtin import builtin_tools
+from turnkeep.tools.isolation import InProcessRunner, ToolRunner
 from turnkeep.tools.registry import ToolRegistry
 
 ProviderResolver = Callable[[str | None], ModelProvider]
@@ -79,6 +80,9 @@ class HarnessDeps:
     clock: Callable[[], float] = time.time
     limits: HarnessLimits = field(default_factory=HarnessLimits)
     default_system: str = DEFAULT_SYSTEM_PROMPT
+    tool_runner: ToolRunner = field(default_factory=InProcessRunner)
+    """Where tool handlers run: in the step's thread (default; Lambda isolates each tool step),
+    or a `ProcessPoolRunner` in the local server (time-limited, killable)."""
     transcripts: TranscriptCache = field(default_factory=TranscriptCache)
     """Decoded transcript entries, so a model round reads only entries new since the last one."""
 

@@ -42,6 +42,8 @@ TurnStatus = Literal["idle", "running", "cancelling", "completed", "failed", "ab
 TerminalStatus = Literal["completed", "failed", "aborted"]
 TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "aborted"})
 STARTABLE_STATUSES: list[str | None] = [None, "idle", "completed", "failed", "aborted"]
+ACTIVE_STATUSES: frozenset[str] = frozenset({"running", "cancelling"})
+"""Envelope statuses of a turn that has not ended (yet: the envelope may lag storage)."""
 
 _OP_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
 

@@ -159,9 +159,20 @@ def working_notes_tools(store: EnvelopeStore, user_id: str, session_id: str) -> 
         return write(None, "cleared", WORKING_NOTES_CLEARED_TEXT)
 
     return [
-        Tool(GET_TOOL, _GET_DESCRIPTION, NoArgs, get, replay_safe=True),
-        Tool(UPDATE_TOOL, _UPDATE_DESCRIPTION, UpdateArgs, update, replay_safe=True),
-        Tool(CLEAR_TOOL, _CLEAR_DESCRIPTION, NoArgs, clear, replay_safe=True),
+        # In-process: bound to this process's envelope store, and bounded by design (one
+        # envelope read and one capped write per call).
+        Tool(GET_TOOL, _GET_DESCRIPTION, NoArgs, get, replay_safe=True, isolation="in_process"),
+        Tool(
+            UPDATE_TOOL,
+            _UPDATE_DESCRIPTION,
+            UpdateArgs,
+            update,
+            replay_safe=True,
+            isolation="in_process",
+        ),
+        Tool(
+            CLEAR_TOOL, _CLEAR_DESCRIPTION, NoArgs, clear, replay_safe=True, isolation="in_process"
+        ),
     ]
 
 

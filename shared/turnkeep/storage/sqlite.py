@@ -132,10 +132,10 @@ _SEQ_MAX: Final = 2**63 - 1
 # SQLite's default limit on bound parameters is 999 on old builds; stay well below it.
 _CHUNK: Final = 500
 
-_SQL_SESSION: Final = f"SELECT next_seq, {_STATS_COLUMNS} FROM sessions WHERE session_id = ?"
+_SQL_SESSION: Final = f"SELECT next_seq, {_STATS_COLUMNS} FROM sessions WHERE session_id = ?"  # nosec B608  # constant fragments, bound parameters
 # Allocation and the stats read are one statement (RETURNING needs SQLite >= 3.35).
 _SQL_ALLOCATE: Final = (
-    f"UPDATE sessions SET next_seq = next_seq + ? WHERE session_id = ? "
+    f"UPDATE sessions SET next_seq = next_seq + ? WHERE session_id = ? "  # nosec B608  # constant fragments, bound parameters
     f"RETURNING next_seq, {_STATS_COLUMNS}"
 )
 _SQL_NEW_SESSION: Final = "INSERT INTO sessions(session_id, next_seq, created_at) VALUES (?, ?, ?)"
@@ -398,7 +398,7 @@ class SqliteStorage(Storage):
         for chunk in _chunks(ids):
             marks = ",".join("?" * len(chunk))
             rows = conn.execute(
-                f"SELECT id FROM entries WHERE session_id = ? AND id IN ({marks})",
+                f"SELECT id FROM entries WHERE session_id = ? AND id IN ({marks})",  # nosec B608  # constant fragments, bound parameters
                 (self.session_id, *chunk),
             )
             found.update(str(r[0]) for r in rows)
@@ -527,7 +527,7 @@ class SqliteStorage(Storage):
         for chunk in _chunks(unique):
             marks = ",".join("?" * len(chunk))
             for row in self._query(
-                f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND id IN ({marks})",
+                f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND id IN ({marks})",  # nosec B608  # constant fragments, bound parameters
                 (self.session_id, *chunk),
             ):
                 entry = _entry(row)
@@ -536,7 +536,7 @@ class SqliteStorage(Storage):
 
     def _scan_entries(self, after_seq: int | None, limit: int | None) -> list[Entry]:
         rows = self._query(
-            f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND seq > ? "
+            f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND seq > ? "  # nosec B608  # constant fragments, bound parameters
             "ORDER BY seq LIMIT ?",
             (self.session_id, -1 if after_seq is None else min(after_seq, _SEQ_MAX), limit or -1),
         )
@@ -567,7 +567,7 @@ class SqliteStorage(Storage):
             entries = tuple(
                 _entry(row)
                 for row in self._query(
-                    f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE session_id = ? ORDER BY seq",
+                    f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE session_id = ? ORDER BY seq",  # nosec B608  # constant fragments, bound parameters
                     (sid,),
                 )
             )
@@ -645,7 +645,7 @@ class SqliteRepository(Repository):
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     for table in ("scalar_values", "list_values", "entries", "usage", "sessions"):
-                        conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+                        conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))  # nosec B608  # constant fragments, bound parameters
                     conn.execute("COMMIT")
                 except BaseException:
                     conn.execute("ROLLBACK")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -38,6 +38,10 @@ class Tool(Generic[A]):
 
     `replay_safe` declares that running the call again after an unknown outcome (a crash
     mid-call) is harmless; otherwise the harness records the call as interrupted.
+    `isolation`: `"process"` (the default) lets a long-lived server run the call in a worker
+    process it can time-limit and kill (`turnkeep.tools.isolation`); `"in_process"` declares the
+    tool bounded by design (or bound to live objects of the process) so it always runs in the
+    calling thread.
     """
 
     name: str
@@ -45,6 +49,7 @@ class Tool(Generic[A]):
     args_model: type[A]
     handler: Callable[[A, ToolContext], ToolResult]
     replay_safe: bool = False
+    isolation: Literal["process", "in_process"] = "process"
 
     def spec(self) -> ToolSpec:
         """The JSON-schema description the model receives."""

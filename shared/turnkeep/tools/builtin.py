@@ -1,4 +1,8 @@
-"""Small built-in demo tools: `clock_now`, `calculator`, `echo` (all replay-safe, no I/O)."""
+"""Small built-in demo tools: `clock_now`, `calculator`, `echo` (all replay-safe, no I/O).
+
+Each bounds its work before doing it. `clock_now` and `echo` are O(1) / capped text and run
+in-process; `calculator` refuses results over MAX_INTEGER_BITS and may run in a worker process.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ from turnkeep.tools.base import Tool, ToolContext, ToolResult
 
 MAX_EXPRESSION_CHARS = 200
 MAX_POWER_EXPONENT = 64
+MAX_INTEGER_BITS = 4096
+"""Largest integer result or intermediate (about 1,233 decimal digits)."""
 
 
 class ClockNowArgs(BaseModel):
@@ -55,6 +61,7 @@ def make_clock_now(clock: Callable[[], float] | None = None) -> Tool[ClockNowArg
         args_model=ClockNowArgs,
         handler=handler,
         replay_safe=True,
+        isolation="in_process",  # O(1); its handler closes over `clock`
     )
 
 
@@ -94,13 +101,47 @@ def _eval(node: ast.expr) -> int | float:
         left, right = _eval(node.left), _eval(node.right)
         if isinstance(node.op, ast.Pow) and abs(right) > MAX_POWER_EXPONENT:
             raise CalculatorError(f"exponent {right} is too large (limit {MAX_POWER_EXPONENT})")
+        _check_size(node.op, left, right)
         try:
-            return _BINARY[type(node.op)](left, right)  # type: ignore[no-any-return]
+            result = _BINARY[type(node.op)](left, right)
         except ZeroDivisionError as exc:
             raise CalculatorError("division by zero") from exc
+        except OverflowError as exc:
+            raise CalculatorError(f"the result is too large for a number ({exc})") from exc
+        if not isinstance(result, (int, float)):  # e.g. (-8) ** 0.5 is complex
+            raise CalculatorError("the result is not a real number")
+        return result
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_eval(node.operand))  # type: ignore[no-any-return]
     raise CalculatorError(f"unsupported element {type(node).__name__} in the expression")
+
+
+def _bits(value: int | float) -> int:
+    return value.bit_length() if isinstance(value, int) else 0
+
+
+def _check_size(op: ast.operator, left: int | float, right: int | float) -> None:
+    """Refuse an integer operation whose result would exceed MAX_INTEGER_BITS, before doing it.
+
+    Big-integer arithmetic holds the GIL for as long as it runs, so the bound is computed from
+    the operands' sizes (O(1)), never by trying. Float results are bounded by the float range.
+    """
+    if not (isinstance(left, int) and isinstance(right, int)):
+        return
+    a, b = _bits(left), _bits(right)
+    if isinstance(op, (ast.Add, ast.Sub)):
+        estimate = max(a, b) + 1
+    elif isinstance(op, ast.Mult):
+        estimate = a + b
+    elif isinstance(op, ast.Pow) and right > 0 and abs(left) > 1:
+        estimate = a * right
+    else:  # division, modulo, x ** negative, 0/1/-1 ** n: never larger than the operands
+        estimate = max(a, b)
+    if estimate > MAX_INTEGER_BITS:
+        raise CalculatorError(
+            f"the result would have about {estimate} bits; the limit is {MAX_INTEGER_BITS} bits "
+            f"(about {int(MAX_INTEGER_BITS * 0.30103)} decimal digits)"
+        )
 
 
 def _calculator(args: CalculatorArgs, _ctx: ToolContext) -> ToolResult:
@@ -128,6 +169,7 @@ ECHO: Tool[EchoArgs] = Tool(
     args_model=EchoArgs,
     handler=_echo,
     replay_safe=True,
+    isolation="in_process",  # returns at most 4000 characters it was given
 )
 
 

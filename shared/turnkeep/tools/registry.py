@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from turnkeep.providers.base import ToolSpec
 from turnkeep.tools.base import Tool, ToolContext, ToolResult
+from turnkeep.tools.isolation import ToolRunner
 
 MAX_ERROR_DETAILS = 8
 
@@ -114,14 +115,17 @@ class ToolRegistry:
             return ToolResult(_validation_text(name, exc), True)
         return parsed
 
-    def run_call(self, name: str, arguments: str, ctx: ToolContext) -> ToolResult:
-        """Parse, validate and run one call; every failure becomes an error result."""
+    def run_call(
+        self, name: str, arguments: str, ctx: ToolContext, runner: ToolRunner | None = None
+    ) -> ToolResult:
+        """Parse, validate and run one call (through `runner`, default in this thread); every
+        failure becomes an error result."""
         parsed = self.parse_arguments(name, arguments)
         if isinstance(parsed, ToolResult):
             return parsed
         tool = self._tools[name]
         try:
-            result = tool.run(parsed, ctx)
+            result = runner.run(tool, parsed, ctx) if runner is not None else tool.run(parsed, ctx)
         except Exception as exc:  # a tool bug must reach the model as text, not end the turn
             return ToolResult(f"Error: tool {name} failed: {type(exc).__name__}: {exc}", True)
         if not isinstance(result, ToolResult):

@@ -19,6 +19,7 @@ from turnkeep.harness.steps.terminal import (
     cancel_turn,
     fail_turn,
     finish_turn,
+    reconcile_envelope,
     turn_result,
 )
 from turnkeep.harness.steps.tool import tool_step
@@ -32,6 +33,7 @@ __all__ = [
     "finish_turn",
     "model_step",
     "new_op_id",
+    "reconcile_envelope",
     "start_turn",
     "tool_step",
     "turn_result",

@@ -12,7 +12,12 @@ from turnkeep.envelope import Envelope, EnvelopeConflictError
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import OperationNotFoundError
 from turnkeep.harness.io import ModelStepOutput, TurnResult
-from turnkeep.harness.state import OperationState, TurnRecord, UsageTotals, load_record
+from turnkeep.harness.state import (
+    OperationState,
+    TurnRecord,
+    UsageTotals,
+    result_address,
+)
 from turnkeep.storage import Storage
 
 TURN_ERROR_MAX_CHARS = 1000
@@ -76,6 +81,40 @@ def envelope_terminal(
         deps.envelopes.update_worker_meta(session_id, patch, expect={"turnRunId": [record.op_id]})
 
 
+def ended_record(storage: Storage, op_id: str) -> tuple[TurnRecord, int] | None:
+    """The terminal record of `op_id` with the sequence of its commit, or None while it runs."""
+    stored = storage.get_value(result_address(op_id))
+    if stored is None:
+        return None
+    return TurnRecord.model_validate(stored.value), stored.seq
+
+
+def settle_envelope(
+    deps: HarnessDeps, storage: Storage, session_id: str, op_id: str
+) -> TurnRecord | None:
+    """Make the envelope agree with `op_id`'s terminal record, if the turn has ended.
+
+    A process killed between the terminal commit and its envelope write leaves the envelope
+    saying `running` (or `cancelling`) for a turn that storage says ended; every path that finds
+    the turn ended calls this, so the session is never blocked by it (docs/harness.md).
+    Returns the record (None while the turn runs or never existed).
+    """
+    found = ended_record(storage, op_id)
+    if found is None:
+        return None
+    record, seq = found
+    envelope = deps.envelopes.get(session_id)
+    if envelope is not None and envelope_disagrees(envelope, record):
+        envelope_terminal(deps, session_id, record, seq)
+    return record
+
+
+def envelope_disagrees(envelope: Envelope, record: TurnRecord) -> bool:
+    """Whether the envelope still names `record`'s turn with another status than its own."""
+    meta = envelope.meta
+    return meta.get("turnRunId") == record.op_id and meta.get("turnStatus") != record.status
+
+
 def envelope_progress(
     deps: HarnessDeps, session_id: str, op_id: str, cursor: int, state: OperationState
 ) -> None:
@@ -93,9 +132,11 @@ def envelope_progress(
         )
 
 
-def ended_output(storage: Storage, session_id: str, op_id: str, round_: int) -> ModelStepOutput:
-    """The `done` output of a model step whose turn already ended."""
-    record = load_record(storage, op_id)
+def ended_output(
+    deps: HarnessDeps, storage: Storage, session_id: str, op_id: str, round_: int
+) -> ModelStepOutput:
+    """The `done` output of a model step whose turn already ended (repairing the envelope)."""
+    record = settle_envelope(deps, storage, session_id, op_id)
     if record is None:
         raise no_operation(session_id, op_id)
     return output_for_record(session_id, op_id, round_, record)

@@ -10,9 +10,9 @@ from turnkeep.envelope import Envelope
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import FencedWriteError, StepInputError
 from turnkeep.harness.io import ModelStepInput, ModelStepOutput
-from turnkeep.harness.progress import FrameWriter, read_frames
+from turnkeep.harness.progress import FrameWriter, fenced_commit, read_frames
 from turnkeep.harness.recovery import settle_pending
-from turnkeep.harness.state import OperationState, load_state, response_id
+from turnkeep.harness.state import OperationState, load_state, op_address, response_id
 from turnkeep.harness.steps.common import (
     cancelling,
     ended_output,
@@ -26,7 +26,7 @@ from turnkeep.harness.steps.settlement import (
     settle_response,
 )
 from turnkeep.harness.steps.terminal import commit_terminal
-from turnkeep.harness.transcript import model_view, tool_message
+from turnkeep.harness.transcript import model_view
 from turnkeep.providers.base import (
     ModelError,
     ModelRequest,
@@ -34,10 +34,9 @@ from turnkeep.providers.base import (
     ResponseDone,
     RetryableModelError,
     StreamEvent,
-    ToolResultPart,
     ToolSpec,
 )
-from turnkeep.storage import Storage
+from turnkeep.storage import Storage, set_value
 from turnkeep.system_prompt import resolve_system_for_meta
 
 EventListener = Callable[[StreamEvent], None]
@@ -55,7 +54,7 @@ def model_step(
     with open_session(deps, inp.session_id) as storage:
         state = load_state(storage, inp.op_id)
         if state is None:
-            return ended_output(storage, inp.session_id, inp.op_id, inp.round)
+            return ended_output(deps, storage, inp.session_id, inp.op_id, inp.round)
         if inp.round < state.round:
             return recorded_output(storage, state, inp.round, deps.limits.max_tool_calls_per_round)
         if inp.round > state.round:
@@ -108,14 +107,16 @@ def model_step(
                     wrap_up=True,
                 )
             wrap_up = True  # one tools-off round so the model can answer with what it has
-        settlement = settle_pending(storage, state, "the tool step did not report a result")
+        try:
+            state, head = _settle_tool_results(storage, state)
+        except FencedWriteError:
+            return ended_output(deps, storage, inp.session_id, inp.op_id, inp.round)
         registry = deps.registry(state.session_id, state.user_id)
         request = _request(
             deps,
             storage,
             envelope=envelope,
-            head=settlement.committed_head,
-            pending=settlement.results,
+            head=head,
             specs=registry.specs(),
             wrap_up=wrap_up,
         )
@@ -132,7 +133,7 @@ def model_step(
                 deps, state, request=request, writer=writer, on_event=on_event, wrap_up=wrap_up
             )
         except FencedWriteError:
-            return ended_output(storage, inp.session_id, inp.op_id, inp.round)
+            return ended_output(deps, storage, inp.session_id, inp.op_id, inp.round)
         except ModelError as exc:
             _flush_quietly(writer)
             if exc.retryable:
@@ -143,14 +144,29 @@ def model_step(
         finally:
             writer.close()
         return settle_response(
-            deps,
-            storage,
-            state,
-            response,
-            pending_writes=settlement.writes,
-            head=settlement.head,
-            wrap_up=wrap_up,
+            deps, storage, state, response, pending_writes=[], head=head, wrap_up=wrap_up
         )
+
+
+def _settle_tool_results(
+    storage: Storage, state: OperationState
+) -> tuple[OperationState, str | None]:
+    """Commit the previous round's tool results as entries before this round streams.
+
+    Events follow cause (docs/api.md): a tool's result must have a lower sequence number than
+    any frame of the reply that reads it, on every orchestrator. So the results get their own
+    fenced commit (with the op state no longer listing them) ahead of the stream, instead of
+    riding in the round's settlement. Returns the state and the branch head after it.
+    """
+    settlement = settle_pending(storage, state, "the tool step did not report a result")
+    if not settlement.writes:
+        return state, settlement.committed_head
+    settled = state.model_copy(
+        update={"pending_call_ids": [], "pending_round": None, "last_entry_id": settlement.head}
+    )
+    state_write = set_value(op_address(state.op_id), settled.model_dump(mode="json"))
+    fenced_commit(storage, state.op_id, [*settlement.writes, state_write])
+    return settled, settlement.head
 
 
 def _stream(
@@ -190,7 +206,6 @@ def _request(
     *,
     envelope: Envelope | None,
     head: str | None,
-    pending: list[ToolResultPart],
     specs: tuple[ToolSpec, ...],
     wrap_up: bool,
 ) -> ModelRequest:
@@ -200,8 +215,6 @@ def _request(
         envelope.meta if envelope is not None else {}, deps.default_system
     )
     messages = deps.transcripts.branch_messages(storage, head)
-    if pending:
-        messages.append(tool_message(pending))
     return ModelRequest(
         system=system, messages=model_view(messages), tools=() if wrap_up else specs
     )

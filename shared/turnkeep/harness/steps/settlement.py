@@ -176,7 +176,7 @@ def _commit_round(
     try:
         result = fenced_commit(storage, op, writes)
     except FencedWriteError:
-        return ended_output(storage, state.session_id, op, state.round)
+        return ended_output(deps, storage, state.session_id, op, state.round)
     envelope_progress(deps, state.session_id, op, result.seqs[-1], new_state)
     return ModelStepOutput(
         session_id=state.session_id,

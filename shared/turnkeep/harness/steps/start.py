@@ -15,13 +15,12 @@ from turnkeep.harness.state import (
     OperationState,
     head_address,
     load_head,
-    load_record,
     load_state,
     op_address,
     user_entry_id,
     validate_op_id,
 )
-from turnkeep.harness.steps.common import clip, envelope_terminal, epoch_ms, open_session
+from turnkeep.harness.steps.common import clip, epoch_ms, open_session, settle_envelope
 from turnkeep.harness.steps.terminal import fail_turn
 from turnkeep.harness.transcript import entry_data
 from turnkeep.providers.base import Message, TextPart
@@ -45,7 +44,7 @@ def start_turn(deps: HarnessDeps, inp: StartTurnInput) -> StartTurnOutput:
     with open_session(deps, inp.session_id) as storage:
         if load_state(storage, op) is not None:
             return StartTurnOutput(session_id=inp.session_id, op_id=op, status="running")
-        record = load_record(storage, op)
+        record = settle_envelope(deps, storage, inp.session_id, op)
         if record is not None:
             return StartTurnOutput(session_id=inp.session_id, op_id=op, status=record.status)
         meta = envelope.meta
@@ -116,6 +115,7 @@ def _claim(deps: HarnessDeps, storage: Storage, session_id: str, op: str) -> Non
         "turnStreamCursor": None,
         "turnStepCount": 0,
         "usage": None,
+        "turnFinishing": None,
     }
     for attempt in range(2):
         try:
@@ -129,11 +129,13 @@ def _claim(deps: HarnessDeps, storage: Storage, session_id: str, op: str) -> Non
             running = meta.get("turnRunId")
             # A turn whose terminal commit landed but whose envelope update was lost is over:
             # repair the envelope from storage once, then claim again.
-            if attempt == 0 and isinstance(running, str) and load_state(storage, running) is None:
-                record = load_record(storage, running)
-                if record is not None:
-                    envelope_terminal(deps, session_id, record, None)
-                    continue
+            if (
+                attempt == 0
+                and isinstance(running, str)
+                and load_state(storage, running) is None
+                and settle_envelope(deps, storage, session_id, running) is not None
+            ):
+                continue
             # A turn nobody drove to its end (orchestrator gone, its fail step failed too)
             # would block the session forever: past its deadline plus the stale grace, end it
             # honestly and take over.

@@ -3,17 +3,19 @@ asking a running turn to stop (cancel), and reading a turn's terminal result."""
 
 from __future__ import annotations
 
-from turnkeep.envelope import EnvelopeConflictError
+from turnkeep.envelope import Envelope, EnvelopeConflictError
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import (
     FencedWriteError,
     OperationNotFoundError,
     SessionNotFoundError,
+    StepInputError,
 )
 from turnkeep.harness.io import CancelResult, FailTurnInput, FinishTurnInput, TurnResult
 from turnkeep.harness.progress import fenced_commit
 from turnkeep.harness.recovery import terminal_writes
 from turnkeep.harness.state import (
+    ACTIVE_STATUSES,
     STARTABLE_STATUSES,
     OperationState,
     TerminalStatus,
@@ -22,6 +24,7 @@ from turnkeep.harness.state import (
     load_state,
     op_scope,
     result_address,
+    validate_op_id,
 )
 from turnkeep.harness.steps.common import (
     cancelling,
@@ -30,6 +33,7 @@ from turnkeep.harness.steps.common import (
     no_operation,
     open_session,
     result_of,
+    settle_envelope,
 )
 from turnkeep.storage import Storage, retire_scope, set_value
 
@@ -41,11 +45,30 @@ def finish_turn(deps: HarnessDeps, inp: FinishTurnInput) -> TurnResult:
         if state is None:
             return _repeat_terminal(deps, storage, inp.session_id, inp.op_id)
         envelope = deps.envelopes.get(inp.session_id)
-        if cancelling(envelope, state.op_id):
+        if cancelling(envelope, state.op_id) or not _fence_completion(deps, inp):
             record = commit_terminal(deps, storage, state, "aborted", "cancelled by request")
         else:
             record = commit_terminal(deps, storage, state, "completed", None)
         return result_of(inp.session_id, record)
+
+
+def _fence_completion(deps: HarnessDeps, inp: FinishTurnInput) -> bool:
+    """Mark the turn finishing unless a cancel got there first (False: it did).
+
+    The envelope and storage are separate stores, so a cancel landing between this step's
+    envelope read and its terminal commit would be answered "cancelling" and then lost. This
+    compare-and-set orders the two: a cancel after it sees `turnFinishing` and reports that it
+    cannot take effect; a cancel before it makes it fail, and the turn is aborted.
+    """
+    try:
+        deps.envelopes.update_worker_meta(
+            inp.session_id,
+            {"turnFinishing": inp.op_id},
+            expect={"turnStatus": ["running"], "turnRunId": [inp.op_id]},
+        )
+        return True
+    except EnvelopeConflictError:
+        return not cancelling(deps.envelopes.get(inp.session_id), inp.op_id)
 
 
 def fail_turn(deps: HarnessDeps, inp: FailTurnInput) -> TurnResult:
@@ -93,7 +116,13 @@ def abort_turn(deps: HarnessDeps, session_id: str, op_id: str) -> TurnResult:
 
 
 def cancel_turn(deps: HarnessDeps, session_id: str, op_id: str | None = None) -> CancelResult:
-    """Ask the running turn to stop: status `cancelling`; its next step aborts it."""
+    """Ask the running turn to stop: status `cancelling`; its next step aborts it.
+
+    The result says `cancelling` only when the cancel will take effect. A turn that already
+    ended is left as it is: the result carries its terminal status (and the envelope is
+    repaired if a lost update still said it runs); a turn whose completion is already being
+    committed (`turnFinishing`) answers `running` and completes.
+    """
     envelope = deps.envelopes.get(session_id)
     if envelope is None:
         raise SessionNotFoundError(f"session {session_id!r} does not exist")
@@ -101,21 +130,32 @@ def cancel_turn(deps: HarnessDeps, session_id: str, op_id: str | None = None) ->
     target = op_id if op_id is not None else running
     if not isinstance(target, str):
         raise OperationNotFoundError(f"session {session_id!r} has no turn to cancel")
-    try:
-        deps.envelopes.update_worker_meta(
-            session_id,
-            {"turnStatus": "cancelling"},
-            expect={"turnStatus": ["running"], "turnRunId": [target]},
-        )
-        status = "cancelling"
-    except EnvelopeConflictError:
-        current = deps.envelopes.get(session_id)
-        meta = current.meta if current is not None else {}
-        if meta.get("turnRunId") != target:
-            raise OperationNotFoundError(
-                f"operation {target!r} is not the current turn of session {session_id!r}"
-            ) from None
-        status = str(meta.get("turnStatus"))
+    with open_session(deps, session_id) as storage:
+        record = settle_envelope(deps, storage, session_id, target)
+        if record is not None:
+            return CancelResult(session_id=session_id, op_id=target, status=record.status)
+        try:
+            deps.envelopes.update_worker_meta(
+                session_id,
+                {"turnStatus": "cancelling"},
+                # Not once finish_turn has fenced its completion: the cancel could not win.
+                expect={"turnStatus": ["running"], "turnRunId": [target], "turnFinishing": [None]},
+            )
+            status = "cancelling"
+        except EnvelopeConflictError:
+            current = deps.envelopes.get(session_id)
+            meta = current.meta if current is not None else {}
+            if meta.get("turnRunId") != target:
+                raise OperationNotFoundError(
+                    f"operation {target!r} is not the current turn of session {session_id!r}"
+                ) from None
+            status = str(meta.get("turnStatus"))
+        if status == "cancelling":
+            # The terminal commit may have landed between the read above and the mark: then
+            # the cancel cannot take effect, and the envelope is put back to the real outcome.
+            record = settle_envelope(deps, storage, session_id, target)
+            if record is not None:
+                status = record.status
     return CancelResult(session_id=session_id, op_id=target, status=status)
 
 
@@ -144,21 +184,34 @@ def commit_terminal(
 def _repeat_terminal(
     deps: HarnessDeps, storage: Storage, session_id: str, op_id: str
 ) -> TurnResult:
-    record = load_record(storage, op_id)
+    record = settle_envelope(deps, storage, session_id, op_id)  # finish a lost envelope update
     if record is None:
         raise no_operation(session_id, op_id)
-    envelope = deps.envelopes.get(session_id)
-    if (
-        envelope is not None
-        and envelope.meta.get("turnRunId") == op_id
-        and envelope.meta.get("turnStatus") != record.status
-    ):
-        envelope_terminal(deps, session_id, record, None)  # finish a lost envelope update
     return result_of(session_id, record)
 
 
 def turn_result(deps: HarnessDeps, session_id: str, op_id: str) -> TurnResult | None:
-    """The terminal result of `op_id`, or None while it runs."""
+    """The terminal result of `op_id`, or None while it runs (repairs a lost envelope update)."""
     with open_session(deps, session_id) as storage:
-        record = load_record(storage, op_id)
+        record = settle_envelope(deps, storage, session_id, op_id)
         return None if record is None else result_of(session_id, record)
+
+
+def reconcile_envelope(deps: HarnessDeps, envelope: Envelope) -> Envelope:
+    """`envelope`, first repaired if it says a turn runs that storage says has ended.
+
+    For readers of the envelope (the API, server start-up): one storage read while a turn is
+    marked running or cancelling, none otherwise.
+    """
+    meta = envelope.meta
+    op_id = meta.get("turnRunId")
+    if meta.get("turnStatus") not in ACTIVE_STATUSES or not isinstance(op_id, str):
+        return envelope
+    try:
+        validate_op_id(op_id)
+    except StepInputError:
+        return envelope  # not a turn (e.g. the API's delete marker)
+    with open_session(deps, envelope.session_id) as storage:
+        if settle_envelope(deps, storage, envelope.session_id, op_id) is None:
+            return envelope
+    return deps.envelopes.get(envelope.session_id) or envelope

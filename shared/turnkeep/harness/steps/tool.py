@@ -14,11 +14,15 @@ from turnkeep.harness.state import (
     CallState,
     call_address,
     load_call,
-    load_record,
     load_state,
     result_entry_id,
 )
-from turnkeep.harness.steps.common import cancelling, no_operation, open_session
+from turnkeep.harness.steps.common import (
+    cancelling,
+    no_operation,
+    open_session,
+    settle_envelope,
+)
 from turnkeep.harness.transcript import message_from_json
 from turnkeep.providers.base import ToolResultPart
 from turnkeep.storage import Storage, set_value
@@ -34,7 +38,7 @@ def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
     with open_session(deps, inp.session_id) as storage:
         state = load_state(storage, inp.op_id)
         if state is None:
-            if load_record(storage, inp.op_id) is None:
+            if settle_envelope(deps, storage, inp.session_id, inp.op_id) is None:
                 raise no_operation(inp.session_id, inp.op_id)
             return _tool_output(inp, "skipped")
         call = load_call(storage, state.op_id, inp.call_id)
@@ -83,7 +87,7 @@ def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
             call_id=call.call_id,
             extras={"progress": ctx_progress, "replayed": replayed},
         )
-        result = registry.run_call(call.name, call.arguments, ctx)
+        result = registry.run_call(call.name, call.arguments, ctx, deps.tool_runner)
         content = _cap_result(result.content, deps.limits.max_tool_result_bytes)
         done = started.model_copy(
             update={"phase": "done", "content": content, "is_error": result.is_error}

@@ -268,7 +268,7 @@ class AwsStorage(Storage):
                 state.head = None  # the head condition failed (or we cannot tell)
             _raise_cancel_cause(exc, metas, self.session_id, guard)
             # Another writer moved the head: re-read it and retry with fresh sequences.
-            time.sleep(random.uniform(0, 0.002 * 2**attempt))
+            time.sleep(random.uniform(0, 0.002 * 2**attempt))  # nosec B311  # retry jitter, not a secret
             return False
         except BotoCoreError as exc:
             state.head = None

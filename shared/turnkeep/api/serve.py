@@ -1,0 +1,185 @@
+"""`turnkeep serve`: the HTTP API on one host and port, local mode (docs/api.md).
+
+SQLite storage and envelopes under TURNKEEP_LOCAL_DIR (default ./.local) unless --storage /
+--envelope say otherwise, the in-process orchestrator (LocalLauncher), the model of --model or
+TURNKEEP_MODEL (checked before anything starts), and dev tokens (`Bearer dev-<user>`). The first
+stdout line is always `turnkeep api listening on http://<host>:<port>` (`--port 0` = a free
+port). At start-up, turns left running by a process that is gone are resumed; a turn a live
+process drives (a `turnkeep chat` on the same file) is left alone (`turnkeep.local_owner`).
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import logging
+import socket
+import sys
+from dataclasses import dataclass
+from typing import TextIO
+
+from turnkeep.api.app import create_app
+from turnkeep.api.auth import LocalDevAuthenticator
+from turnkeep.api.launch import LaunchError, LocalLauncher
+from turnkeep.api.settings import ApiSettings
+from turnkeep.config_errors import ConfigError, check_model_spec, config_line, load_settings
+from turnkeep.harness.deps import ToolFactory
+from turnkeep.local_owner import inspect_turn, settle_ended
+from turnkeep.runtime import Runtime, open_local_runtime
+from turnkeep.settings import local_settings
+from turnkeep.storage import open_repository
+from turnkeep.tools.isolation import ProcessPoolRunner
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8787
+logger = logging.getLogger("turnkeep.api")
+
+
+class PortBusyError(Exception):
+    """The address is taken; `str()` is the one line to show."""
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """What `turnkeep serve` was asked for (None = the environment's or the default)."""
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    storage: str | None = None
+    envelope: str | None = None
+    model: str | None = None
+    log_level: str = "info"
+
+
+def resume_unfinished(runtime: Runtime, launcher: LocalLauncher) -> list[str]:
+    """Resume turns whose local owner is gone; repair ended ones; leave driven ones alone."""
+    repository = open_repository(runtime.storage_url)
+    try:
+        session_ids = repository.list_sessions()
+    finally:
+        repository.close()
+    resumed = []
+    for session_id in session_ids:
+        try:
+            finding = inspect_turn(runtime.deps, session_id)
+        except ValueError:
+            continue  # a storage-only session id the envelope store does not accept
+        if finding is None:
+            continue
+        if finding.verdict == "ended":
+            settle_ended(runtime.deps, finding)
+            continue
+        if finding.verdict != "orphaned":
+            logger.info("%s of %s: left alone", finding.describe(), session_id)
+            continue
+        try:
+            launcher.launch(session_id, finding.op_id)
+        except LaunchError as exc:
+            # Still `running` in the envelope: the next start-up tries again.
+            logger.warning("turn %s of %s not resumed: %s", finding.op_id, session_id, exc)
+            continue
+        resumed.append(f"{session_id}/{finding.op_id}")
+    return resumed
+
+
+def check_port(port: int) -> int:
+    """`port` if 0-65535; ConfigError naming --port otherwise."""
+    if not 0 <= port <= 65535:
+        raise ConfigError(config_line("--port", port, "a port number 0-65535 (0 = a free port)"))
+    return port
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port; PortBusyError when it is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortBusyError(
+                f"port {port} on {host} is already in use (another `turnkeep serve`?); "
+                "stop it or pick another with --port"
+            ) from None
+        raise ConfigError(
+            config_line("--host", host, f"an address of this machine ({exc})")
+        ) from None
+    sock.listen(128)  # connections queue until uvicorn accepts them
+    return sock
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def serve(
+    options: ServeOptions,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+    *,
+    extra_tools: ToolFactory | None = None,
+) -> int:
+    """Serve the API until interrupted. ConfigError / PortBusyError before anything starts.
+
+    `extra_tools(session_id, user_id)`: tools offered besides the built-ins (an embedding hook;
+    they run in the tool worker processes unless declared `isolation="in_process"`).
+    """
+    import uvicorn
+
+    check_port(options.port)
+    settings = local_settings(
+        storage=options.storage, envelope=options.envelope, model=options.model
+    )
+    api_settings = load_settings(ApiSettings)
+    for spec in api_settings.allowed_models:
+        check_model_spec(spec, "TURNKEEP_ALLOWED_MODELS")
+    if not _loopback(options.host):
+        err.write(
+            f"turnkeep serve: warning: listening on {options.host}; dev tokens "
+            "(`Bearer dev-<user>`) are not authentication, anyone who can reach it is any user\n"
+        )
+    sock = bind(options.host, options.port)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    runtime = open_local_runtime(
+        settings,
+        storage_source="--storage" if options.storage is not None else "TURNKEEP_STORAGE_URL",
+        envelope_source="--envelope" if options.envelope is not None else "TURNKEEP_ENVELOPE_URL",
+    )
+    # Tool calls run in killable worker processes: one CPU-bound or hung tool never stalls the
+    # other sessions of this server (the GIL is shared by every thread of a process).
+    tool_runner = ProcessPoolRunner(
+        workers=api_settings.tool_workers, timeout_seconds=api_settings.tool_timeout_seconds
+    )
+    runtime.deps.tool_runner = tool_runner
+    if extra_tools is not None:
+        base, more = runtime.deps.tools, extra_tools
+        runtime.deps.tools = lambda sid, uid: [*base(sid, uid), *more(sid, uid)]
+    launcher = LocalLauncher(
+        runtime.deps, workers=api_settings.local_workers, max_pending=api_settings.local_max_pending
+    )
+    try:
+        app = create_app(runtime, launcher, LocalDevAuthenticator(), settings=api_settings)
+        port = sock.getsockname()[1]
+        resumed = resume_unfinished(runtime, launcher)
+        if resumed:
+            logger.info("resumed %d unfinished turn(s): %s", len(resumed), ", ".join(resumed))
+        shown_host = f"[{options.host}]" if ":" in options.host else options.host
+        out.write(f"turnkeep api listening on http://{shown_host}:{port}\n")
+        out.write(
+            f"storage {runtime.storage_url}; model {settings.model}; "
+            "auth: 'Authorization: Bearer dev-<user>'\n"
+        )
+        out.flush()
+        server = uvicorn.Server(uvicorn.Config(app, log_level=options.log_level, lifespan="off"))
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        launcher.shutdown(wait=True)
+        tool_runner.close()
+        runtime.close()
+    return 0

@@ -1,0 +1,321 @@
+"""`turnkeep chat`: one line per turn, in-process (local SQLite) or over the HTTP API (`--url`).
+
+Lines starting with `/` are chat commands, never sent to the model (`CHAT_HELP`). Ctrl-C
+while a turn runs cancels that turn (in-process: ended as aborted; `--url`: a cancel request to
+the server) and the chat goes on; Ctrl-C or EOF at the prompt ends the chat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import uuid
+from typing import Protocol, TextIO
+
+from turnkeep import cli_remote
+from turnkeep.cli_print import StreamPrinter, describe
+from turnkeep.harness import HarnessDeps, TurnConflictError
+from turnkeep.harness.steps import abort_turn, cancel_turn
+from turnkeep.local_owner import (
+    TurnFinding,
+    drive,
+    end_interrupted,
+    end_orphan,
+    forget_owner,
+    inspect_turn,
+    run_owned_turn,
+    settle_ended,
+)
+from turnkeep.runtime import Runtime
+
+TOKEN_ENV = "TURNKEEP_API_TOKEN"  # nosec B105  # an environment variable name, not a token
+"""Bearer token of `chat --url` when `--token` is not given (keeps it out of the process list)."""
+
+CHAT_HELP = """\
+commands (anything else is a message to the model):
+  /notes    show the session's working notes
+  /cancel   cancel the session's running turn (also: Ctrl-C while a turn runs)
+  /resume   continue a turn left running (e.g. by a chat that was killed) and show it
+  /help     this list
+  /quit     end the chat (also: /exit, Ctrl-D)"""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill <pid>`): the running turn is ended like on Ctrl-C, then the chat exits."""
+
+
+class ChatBackend(Protocol):
+    """What the REPL drives: a local session or one behind the HTTP API."""
+
+    def turn(self, text: str) -> None:
+        """Run one turn for `text`, printing it; Ctrl-C inside cancels it."""
+        ...
+
+    def notes(self) -> str | None:
+        """The working notes (None when there are none)."""
+        ...
+
+    def cancel(self) -> str:
+        """Cancel the running turn; a line saying what happened."""
+        ...
+
+    def resume(self) -> str | None:
+        """Continue a turn left running, printing it; a line when there is nothing to do."""
+        ...
+
+
+def repl(inp: TextIO, out: TextIO, backend: ChatBackend) -> None:
+    """Read lines until `/quit`, EOF or Ctrl-C at the prompt; `/…` are commands."""
+    out.write("type a message; /help lists the commands\n")
+    while True:
+        out.write("you> ")
+        out.flush()
+        try:
+            line = inp.readline()
+        except KeyboardInterrupt:
+            out.write("\n")
+            return
+        if not line:
+            out.write("\n")
+            return
+        text = line.strip()
+        if not text:
+            continue
+        command = text.lower()
+        if command in ("/quit", "/exit"):
+            return
+        if command == "/help":
+            out.write(CHAT_HELP + "\n")
+        elif command == "/notes":
+            out.write((backend.notes() or "(no working notes)") + "\n")
+        elif command == "/cancel":
+            out.write(backend.cancel() + "\n")
+        elif command == "/resume":
+            said = backend.resume()
+            if said is not None:
+                out.write(said + "\n")
+        elif text.startswith("/") and " " not in text:
+            out.write(f"unknown command {text}; /help lists the commands\n")
+        else:
+            backend.turn(text)
+        out.flush()
+
+
+class LocalChat:
+    """A session in the local store; turns run in this process as their recorded owner."""
+
+    def __init__(
+        self, runtime: Runtime, session_id: str, user: str, model: str, printer: StreamPrinter
+    ) -> None:
+        self.runtime = runtime
+        self.deps: HarnessDeps = runtime.deps
+        self.session_id = session_id
+        self.user = user
+        self.model = model
+        self.printer = printer
+
+    def opening_notice(self) -> str | None:
+        """What the chat finds at open: a turn left by a dead process, or one still driven."""
+        finding = inspect_turn(self.deps, self.session_id)
+        if finding is None:
+            return None
+        if finding.verdict == "ended":
+            settle_ended(self.deps, finding)
+            return None
+        if finding.verdict == "orphaned":
+            return (
+                f"[{finding.describe()}: /resume continues it, /cancel ends it; "
+                "a new message ends it first]"
+            )
+        return f"[{finding.describe()}; /cancel asks it to stop]"
+
+    def turn(self, text: str) -> None:
+        finding = inspect_turn(self.deps, self.session_id)
+        if finding is not None and not self._clear_for_new_turn(finding):
+            return
+        try:
+            result = run_owned_turn(
+                self.deps,
+                self.session_id,
+                self.user,
+                text,
+                model=self.model,
+                on_event=self.printer.on_event,
+                on_tool=self.printer.on_tool,
+            )
+        except TurnConflictError as exc:
+            self.printer.notice(f"[{exc}; /cancel asks it to stop]")
+            return
+        except Terminated:
+            raise
+        except KeyboardInterrupt:
+            self.printer.notice("[interrupted: the turn was cancelled (aborted)]")
+            return
+        if result.status != "completed":
+            self.printer.notice(describe(result))
+
+    def _clear_for_new_turn(self, finding: TurnFinding) -> bool:
+        if finding.verdict == "ended":
+            settle_ended(self.deps, finding)
+            return True
+        if finding.verdict == "orphaned":
+            result = end_orphan(
+                self.deps,
+                finding,
+                f"abandoned: {finding.owner.describe() if finding.owner else 'its process'} "
+                "stopped while driving it; ended when a new message was sent",
+            )
+            self.printer.notice(f"[{finding.describe()}; ended it: {result.status}]")
+            return True
+        self.printer.notice(f"[{finding.describe()}; wait for it, or /cancel]")
+        return False
+
+    def notes(self) -> str | None:
+        envelope = self.deps.envelopes.get(self.session_id)
+        return envelope.working_notes if envelope is not None else None
+
+    def cancel(self) -> str:
+        finding = inspect_turn(self.deps, self.session_id)
+        if finding is None:
+            return "[no turn is running]"
+        if finding.verdict == "ended":
+            settle_ended(self.deps, finding)
+            return f"[turn {finding.op_id} had already ended]"
+        if finding.verdict == "orphaned":
+            result = abort_turn(self.deps, self.session_id, finding.op_id)
+            forget_owner(self.deps, self.session_id, finding.op_id)
+            return f"[turn {finding.op_id} cancelled: {result.status}]"
+        cancel_turn(self.deps, self.session_id, finding.op_id)
+        return f"[cancel requested: {finding.describe()}; it stops at its next step]"
+
+    def resume(self) -> str | None:
+        finding = inspect_turn(self.deps, self.session_id)
+        if finding is None:
+            return "[no turn to resume]"
+        if finding.verdict == "ended":
+            settle_ended(self.deps, finding)
+            return f"[turn {finding.op_id} had already ended]"
+        if finding.verdict != "orphaned":
+            return f"[{finding.describe()}; not resumed]"
+        self.printer.notice(f"[resuming turn {finding.op_id}]")
+        try:
+            result = drive(
+                self.deps,
+                self.session_id,
+                finding.op_id,
+                on_event=self.printer.on_event,
+                on_tool=self.printer.on_tool,
+            )
+        except KeyboardInterrupt as exc:
+            end_interrupted(self.deps, self.session_id, finding.op_id)
+            if isinstance(exc, Terminated):
+                raise
+            return "[interrupted: the turn was cancelled (aborted)]"
+        self.printer.end_text()
+        return describe(result)
+
+
+def run_local_chat(args: argparse.Namespace, runtime: Runtime, inp: TextIO, out: TextIO) -> int:
+    """The in-process chat on `runtime` (its settings' model is recorded with each turn)."""
+    model = runtime.settings.model
+    envelopes = runtime.envelopes
+    session_id = args.session or f"chat-{uuid.uuid4().hex[:12]}"
+    if envelopes.get(session_id) is None:
+        envelopes.create(session_id, args.user, {"title": "turnkeep chat"})
+    out.write(f"turnkeep chat: session {session_id} ({model}) in {runtime.storage_url}\n")
+    printer = StreamPrinter(out)
+    chat = LocalChat(runtime, session_id, args.user, model, printer)
+    notice = chat.opening_notice()
+    if notice is not None:
+        out.write(notice + "\n")
+    repl(inp, out, chat)
+    return 0
+
+
+class RemoteChatBackend:
+    """The REPL's backend over the HTTP API (`cli_remote.RemoteChat`)."""
+
+    def __init__(self, chat: cli_remote.RemoteChat, printer: StreamPrinter) -> None:
+        self.chat = chat
+        self.printer = printer
+
+    def turn(self, text: str) -> None:
+        try:
+            self.chat.turn(text)
+        except cli_remote.RemoteApiError as exc:
+            self.printer.notice(f"[{exc}]")
+        except KeyboardInterrupt as exc:
+            self.printer.notice(self._cancel_current())
+            if isinstance(exc, Terminated):
+                raise
+
+    def _cancel_current(self) -> str:
+        turn_id, self.chat.current_turn = self.chat.current_turn, None
+        if turn_id is None:
+            return "[interrupted]"
+        try:
+            return "[interrupted: " + self.chat.cancel(turn_id) + "]"
+        except cli_remote.RemoteApiError as exc:
+            return f"[interrupted; the cancel of turn {turn_id} failed: {exc}]"
+
+    def notes(self) -> str | None:
+        try:
+            return self.chat.notes()
+        except cli_remote.RemoteApiError as exc:
+            return f"[{exc}]"
+
+    def cancel(self) -> str:
+        try:
+            turn_id = self.chat.running_turn()
+            if turn_id is None:
+                return "[no turn is running]"
+            return f"[{self.chat.cancel(turn_id)}]"
+        except cli_remote.RemoteApiError as exc:
+            return f"[{exc}]"
+
+    def resume(self) -> str | None:
+        # The server drives its turns; resuming here means following the running one.
+        try:
+            turn_id = self.chat.running_turn()
+            if turn_id is None:
+                return "[no turn is running]"
+            self.printer.notice(f"[following turn {turn_id}]")
+            self.chat.follow(turn_id)
+        except cli_remote.RemoteApiError as exc:
+            return f"[{exc}]"
+        except KeyboardInterrupt as exc:
+            said = self._cancel_current()
+            if isinstance(exc, Terminated):
+                raise
+            return said
+        return None
+
+
+def run_remote_chat(args: argparse.Namespace, inp: TextIO, out: TextIO, err: TextIO) -> int:
+    """`chat --url`: the same REPL over the HTTP API; 1 when the API cannot be reached."""
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
+    printer = StreamPrinter(out)
+    try:
+        client = cli_remote.open_client(args.url, token=token, user=args.user)
+    except (ValueError, cli_remote.ApiUnreachableError) as exc:
+        err.write(f"turnkeep chat: {exc}\n")
+        return 2
+    chat = cli_remote.RemoteChat(client, printer, turn_wall_s=args.turn_timeout, model=args.model)
+    try:
+        with client:
+            try:
+                session_id = chat.open_session(args.session)
+            except cli_remote.RemoteApiError as exc:
+                hint = cli_remote.url_hint(client, exc)
+                err.write(f"turnkeep chat: the session could not be opened: {exc}\n")
+                if hint is not None:
+                    err.write(f"turnkeep chat: {hint}\n")
+                return 1
+            who = "bearer token" if token is not None else f"dev user {args.user}"
+            out.write(f"turnkeep chat: session {session_id} at {args.url} ({who})\n")
+            repl(inp, out, RemoteChatBackend(chat, printer))
+    except cli_remote.ApiUnreachableError as exc:
+        printer.end_text()
+        err.write(f"turnkeep chat: {exc}\n")
+        return 1
+    return 0

@@ -1,0 +1,96 @@
+"""Terminal output of a turn, shared by the in-process chat/demo and `chat --url`."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from turnkeep.harness import TurnResult
+from turnkeep.harness.orchestrator import ToolOutcome
+from turnkeep.providers.base import (
+    ResponseDone,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+)
+
+
+class StreamPrinter:
+    """Prints a turn as it streams: assistant text, tool calls, tool results, notices.
+
+    Fed by either source: provider stream events and tool outcomes of an in-process turn
+    (`on_event`, `on_tool`), or the API's turn events through `cli_remote.TurnEventRenderer`
+    (the `ChatOutput` methods `text`, `end_text`, `tool_call`, `tool_result`, `notice`).
+    """
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._in_text = False
+        self._calls: dict[int, list[str]] = {}
+
+    def on_event(self, event: StreamEvent) -> None:
+        """Print one stream event; tool calls once their round is done (arguments complete)."""
+        if isinstance(event, TextDelta):
+            self.text(event.text)
+        elif isinstance(event, ToolCallStart):
+            self.end_text()
+            self._calls[event.index] = [event.name, ""]
+        elif isinstance(event, ToolCallDelta):
+            self._calls.setdefault(event.index, ["?", ""])[1] += event.arguments
+        elif isinstance(event, ResponseDone):
+            self.end_text()
+            for name, args in self._calls.values():
+                self.tool_call(name, args)
+            self._calls.clear()
+        self.out.flush()
+
+    def on_tool(self, outcome: ToolOutcome) -> None:
+        """Print one finished tool call."""
+        self.tool_result(outcome.name, outcome.content, outcome.is_error)
+
+    def text(self, piece: str) -> None:
+        """Append assistant text to the reply being shown (`assistant> ` starts one)."""
+        if not self._in_text:
+            self.out.write("assistant> ")
+            self._in_text = True
+        self.out.write(piece)
+        self.out.flush()
+
+    def end_text(self) -> None:
+        """End the reply being shown with a newline (nothing when none is)."""
+        if self._in_text:
+            self.out.write("\n")
+            self._in_text = False
+            self.out.flush()
+
+    def tool_call(self, name: str, arguments: str) -> None:
+        """One line per tool call."""
+        self.end_text()
+        self.out.write(f"  -> tool call {name} {arguments}\n")
+        self.out.flush()
+
+    def tool_result(self, name: str, content: str, is_error: bool) -> None:
+        """One line per tool result: its first line, and how many lines are not shown."""
+        self.end_text()
+        mark = "error" if is_error else "ok"
+        lines = content.splitlines()
+        shown = lines[0] if lines else ""
+        if len(lines) > 1:  # say what is not shown rather than hide it
+            more = len(lines) - 1
+            shown += f" (+{more} more line{'s' if more > 1 else ''})"
+        self.out.write(f"  <- {name} [{mark}] {shown}\n")
+        self.out.flush()
+
+    def notice(self, line: str) -> None:
+        """A line of its own, after any reply being shown."""
+        self.end_text()
+        self.out.write(line + "\n")
+        self.out.flush()
+
+
+def describe(result: TurnResult) -> str:
+    """`[turn <id>: <status>, N model rounds, X in / Y out tokens(, error: …)]`."""
+    rounds = f"{result.rounds} model round{'' if result.rounds == 1 else 's'}"
+    text = f"[turn {result.op_id}: {result.status}, {rounds}"
+    text += f", {result.usage.input_tokens} in / {result.usage.output_tokens} out tokens"
+    return text + (f", error: {result.error}]" if result.error else "]")

@@ -1,0 +1,46 @@
+"""docs/step-functions.md's retry table is the state machine definition's Retry blocks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _definition_rows() -> list[tuple[str, str, str, str, str]]:
+    definition = json.loads((ROOT / "statemachine" / "turn.asl.json").read_text())
+    rows: list[tuple[str, str, str, str, str]] = []
+
+    def walk(states: dict[str, Any]) -> None:
+        for name, state in states.items():
+            for retry in state.get("Retry", []) if state.get("Type") == "Task" else []:
+                rows.append(
+                    (
+                        name,
+                        ", ".join(retry["ErrorEquals"]),
+                        str(retry.get("IntervalSeconds", 1)),
+                        str(retry.get("MaxAttempts", 3)),
+                        str(float(retry.get("BackoffRate", 2.0))),
+                    )
+                )
+            inner = state.get("ItemProcessor") or state.get("Iterator")
+            if inner is not None:
+                walk(inner["States"])
+            for branch in state.get("Branches", []):
+                walk(branch["States"])
+
+    walk(definition["States"])
+    return rows
+
+
+def _documented_rows() -> list[tuple[str, ...]]:
+    text = (ROOT / "docs" / "step-functions.md").read_text()
+    table = text.split("<!-- retry-table:start -->", 1)[1].split("<!-- retry-table:end -->")[0]
+    lines = [line.strip() for line in table.strip().splitlines()[2:]]  # after header + rule
+    return [tuple(cell.strip() for cell in line.strip("|").split("|")) for line in lines]
+
+
+def test_the_documented_retry_table_matches_the_state_machine_definition() -> None:
+    assert _documented_rows() == _definition_rows()
