@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup local serve test lint bench clean
+.PHONY: setup local serve test lint bench clean sam-local-test sam-local-up
 
 # Progress lines say what runs; pip prints what it collects and installs (a fresh install
 # takes a minute or two).
@@ -34,6 +34,16 @@ serve: $(STAMP)
 ## Run the whole test suite.
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+## SAM local, for real (Docker + SAM CLI; not part of `make test`): builds x86_64, runs the
+## scenario against Lambda containers, stops what it started. Exit 2 without Docker or SAM CLI.
+## SAM_LOCAL_FLAGS=--skip-pull-image where images are present but cannot be pulled.
+sam-local-test: $(STAMP)
+	$(BIN)/python -m tools.sam_local test
+
+## The same stack, kept up until Ctrl-C (for `sam local invoke` and curl against start-api).
+sam-local-up: $(STAMP)
+	$(BIN)/python -m tools.sam_local up
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

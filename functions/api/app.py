@@ -3,8 +3,9 @@
 Built once per container, on the first request, from the environment: TURNKEEP_STORAGE_URL,
 TURNKEEP_ENVELOPE_URL (through `turnkeep.lambda_runtime.runtime()`, shared with the step
 handlers), TURNKEEP_STATE_MACHINE_ARN, plus TURNKEEP_MODEL / TURNKEEP_ALLOWED_MODELS and the caps
-of `turnkeep.api.ApiSettings`. The caller is the JWT authorizer's `sub` claim; each started turn
-becomes one Step Functions execution named by its operation id.
+of `turnkeep.api.ApiSettings`. The caller is the JWT authorizer's `sub` claim (under `sam local`,
+which runs no authorizer, also a dev token: `turnkeep.api.lambda_authenticator`); each started
+turn becomes one Step Functions execution named by its operation id.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from mangum import Mangum
 
-from turnkeep.api import ApiSettings, JwtClaimsAuthenticator, StepFunctionsLauncher, create_app
+from turnkeep.api import ApiSettings, StepFunctionsLauncher, create_app, lambda_authenticator
 from turnkeep.lambda_runtime import runtime
 
 # The service name is the template's POWERTOOLS_SERVICE_NAME: not overridden here.
@@ -30,12 +31,24 @@ metrics = Metrics(namespace="turnkeep")
 def asgi_handler() -> Mangum:
     """The Mangum-wrapped app of this container (built on first use, not at import)."""
     import boto3
+    import botocore
 
+    # Which AWS SDK this container runs (the layer's pinned pair, not the runtime's boto3 beside
+    # the layer's botocore): `make sam-local-test` checks this line.
+    logger.info(
+        "aws sdk",
+        extra={
+            "boto3": boto3.__version__,
+            "botocore": botocore.__version__,
+            "boto3_path": boto3.__file__,
+            "botocore_path": botocore.__file__,
+        },
+    )
     settings = ApiSettings()
     launcher = StepFunctionsLauncher(
         boto3.session.Session().client("stepfunctions"), settings.state_machine_arn
     )
-    app = create_app(runtime(), launcher, JwtClaimsAuthenticator(), settings=settings)
+    app = create_app(runtime(), launcher, lambda_authenticator(), settings=settings)
     return Mangum(app, lifespan="off")
 
 

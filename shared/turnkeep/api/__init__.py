@@ -5,7 +5,13 @@ tokens) and on Lambda (`functions/api/app.py`: Mangum, Step Functions, JWT claim
 """
 
 from turnkeep.api.app import create_app
-from turnkeep.api.auth import Authenticator, JwtClaimsAuthenticator, LocalDevAuthenticator
+from turnkeep.api.auth import (
+    Authenticator,
+    JwtClaimsAuthenticator,
+    LocalDevAuthenticator,
+    SamLocalAuthenticator,
+    lambda_authenticator,
+)
 from turnkeep.api.errors import ApiError
 from turnkeep.api.launch import Launcher, LaunchError, LocalLauncher, StepFunctionsLauncher
 from turnkeep.api.settings import ApiSettings
@@ -19,6 +25,8 @@ __all__ = [
     "Launcher",
     "LocalDevAuthenticator",
     "LocalLauncher",
+    "SamLocalAuthenticator",
     "StepFunctionsLauncher",
     "create_app",
+    "lambda_authenticator",
 ]

@@ -4,11 +4,17 @@
   read from the Mangum scope (`scope["aws.event"]["requestContext"]["authorizer"]["jwt"]
   ["claims"]`). It ignores every header, so a dev token means nothing in the cloud.
 - `LocalDevAuthenticator` (local server only): `Authorization: Bearer dev-<user>`.
+- `SamLocalAuthenticator` (the Lambda handler under `sam local` only): the claims when the event
+  carries them (`sam local invoke -e events/api/...`), else a dev token, because `sam local
+  start-api` runs no JWT authorizer. `lambda_authenticator()` picks it only when SAM's own
+  container marker `AWS_SAM_LOCAL=true` is set; the template never sets it.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from starlette.requests import Request
@@ -83,6 +89,34 @@ class LocalDevAuthenticator:
                 "starting with a letter or digit"
             )
         return user
+
+
+class SamLocalAuthenticator:
+    """`sam local` only: the JWT authorizer's claims when present, else a dev token."""
+
+    local = True
+
+    def __init__(self) -> None:
+        self._claims = JwtClaimsAuthenticator()
+        self._dev = LocalDevAuthenticator()
+
+    def user_id(self, request: Request) -> str:
+        """The `sub` claim of an event that carries one, else the dev token's user."""
+        event = request.scope.get("aws.event")
+        if _dig(event, "requestContext", "authorizer", "jwt", "claims") is not None:
+            return self._claims.user_id(request)
+        return self._dev.user_id(request)
+
+
+SAM_LOCAL_MARKER = "AWS_SAM_LOCAL"
+
+
+def lambda_authenticator(environ: Mapping[str, str] = os.environ) -> Authenticator:
+    """The API Lambda's authenticator: JWT claims, or `SamLocalAuthenticator` when (and only
+    when) the function runs in a `sam local` container, which sets `AWS_SAM_LOCAL=true`."""
+    if environ.get(SAM_LOCAL_MARKER) == "true":
+        return SamLocalAuthenticator()
+    return JwtClaimsAuthenticator()
 
 
 def _dig(data: Any, *path: str) -> Any:

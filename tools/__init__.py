@@ -1,0 +1,1 @@
+"""Developer tooling that is not part of the Lambda layer (run from the repository root)."""

@@ -1,0 +1,168 @@
+"""Read template.yaml: create its DynamoDB table and S3 bucket exactly as declared, and list
+its functions, their declared environment and the state machine's wiring.
+
+The template is the single source of the key schema, indexes and TTL, so code, tests and the
+SAM local stack cannot drift from what is deployed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "template.yaml"
+
+
+class _CfnLoader(yaml.SafeLoader):
+    """A YAML loader that keeps CloudFormation short-form tags (!Ref, !Sub, ...) as plain data."""
+
+
+def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
+    if isinstance(node, yaml.ScalarNode):
+        value: Any = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+    return {f"Fn::{suffix}" if suffix != "Ref" else "Ref": value}
+
+
+_CfnLoader.add_multi_constructor("!", _tag)
+
+
+def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
+    """The parsed template (intrinsic functions as dicts)."""
+    with path.open(encoding="utf-8") as fh:
+        data: dict[str, Any] = yaml.load(fh, Loader=_CfnLoader)
+    return data
+
+
+def _resource(kind: str, template: dict[str, Any]) -> dict[str, Any]:
+    found = [r for r in template["Resources"].values() if r["Type"] == kind]
+    if len(found) != 1:
+        raise AssertionError(f"template.yaml must declare exactly one {kind}, found {len(found)}")
+    props: dict[str, Any] = found[0]["Properties"]
+    return props
+
+
+def table_definition(template: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The AWS::DynamoDB::Table properties of the template."""
+    return _resource("AWS::DynamoDB::Table", template or load_template())
+
+
+def create_table(client: Any, name: str, template: dict[str, Any] | None = None) -> None:
+    """Create `name` with the template's key schema, indexes, billing mode and TTL."""
+    props = table_definition(template)
+    kwargs: dict[str, Any] = {
+        "TableName": name,
+        "AttributeDefinitions": props["AttributeDefinitions"],
+        "KeySchema": props["KeySchema"],
+        "BillingMode": props.get("BillingMode", "PAY_PER_REQUEST"),
+    }
+    if props.get("GlobalSecondaryIndexes"):
+        kwargs["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
+    client.create_table(**kwargs)
+    client.get_waiter("table_exists").wait(TableName=name)
+    ttl = props.get("TimeToLiveSpecification")
+    if ttl:
+        client.update_time_to_live(TableName=name, TimeToLiveSpecification=ttl)
+
+
+def create_bucket(client: Any, name: str, template: dict[str, Any] | None = None) -> None:
+    """Create `name` with the template's encryption, public-access block and lifecycle."""
+    props = _resource("AWS::S3::Bucket", template or load_template())
+    client.create_bucket(Bucket=name)
+    if "BucketEncryption" in props:
+        client.put_bucket_encryption(
+            Bucket=name,
+            ServerSideEncryptionConfiguration={
+                "Rules": [
+                    {"ApplyServerSideEncryptionByDefault": r["ServerSideEncryptionByDefault"]}
+                    for r in props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+                ]
+            },
+        )
+    if "PublicAccessBlockConfiguration" in props:
+        client.put_public_access_block(
+            Bucket=name, PublicAccessBlockConfiguration=props["PublicAccessBlockConfiguration"]
+        )
+    rules = props.get("LifecycleConfiguration", {}).get("Rules")
+    if rules:
+        converted = []
+        for rule in rules:
+            item: dict[str, Any] = {
+                "ID": rule["Id"],
+                "Status": rule["Status"],
+                "Filter": {"Prefix": ""},
+            }
+            if "AbortIncompleteMultipartUpload" in rule:
+                item["AbortIncompleteMultipartUpload"] = rule["AbortIncompleteMultipartUpload"]
+            if "ExpirationInDays" in rule:
+                item["Expiration"] = {"Days": rule["ExpirationInDays"]}
+            converted.append(item)
+        client.put_bucket_lifecycle_configuration(
+            Bucket=name, LifecycleConfiguration={"Rules": converted}
+        )
+
+
+FUNCTION = "AWS::Serverless::Function"
+STATE_MACHINE = "AWS::Serverless::StateMachine"
+
+
+def function_ids(template: dict[str, Any]) -> list[str]:
+    """Logical ids of every Lambda function of the template, in template order."""
+    return [k for k, r in template["Resources"].items() if r["Type"] == FUNCTION]
+
+
+def declared_environment(template: dict[str, Any], function_id: str) -> dict[str, Any]:
+    """The environment variables the template declares for `function_id` (Globals first, the
+    function's own on top), values as written (intrinsics as dicts). `sam local` passes a
+    function only these names, whatever `--env-vars` holds."""
+    globals_env = template.get("Globals", {}).get("Function", {}).get("Environment", {})
+    own = template["Resources"][function_id]["Properties"].get("Environment", {})
+    return {**globals_env.get("Variables", {}), **own.get("Variables", {})}
+
+
+def state_machine_wiring(template: dict[str, Any]) -> dict[str, str]:
+    """DefinitionSubstitutions of the one state machine: placeholder -> function logical id."""
+    machines = [r for r in template["Resources"].values() if r["Type"] == STATE_MACHINE]
+    if len(machines) != 1:
+        raise AssertionError(f"template.yaml must declare one state machine, found {len(machines)}")
+    props = machines[0]["Properties"]
+    return {
+        name: ref["Fn::GetAtt"].split(".")[0]
+        for name, ref in props["DefinitionSubstitutions"].items()
+    }
+
+
+def state_machine_definition(template: dict[str, Any]) -> str:
+    """The ASL text of the template's state machine (its DefinitionUri file)."""
+    machine = next(r for r in template["Resources"].values() if r["Type"] == STATE_MACHINE)
+    uri: str = machine["Properties"]["DefinitionUri"]
+    return (ROOT / uri).read_text(encoding="utf-8")
+
+
+def resolve(value: Any, refs: dict[str, str]) -> Any:
+    """`value` with `Ref` and `Fn::Sub` (string form) resolved from `refs` (logical id or
+    parameter name -> value); raises KeyError for a name `refs` lacks."""
+    if isinstance(value, dict) and set(value) == {"Ref"}:
+        return refs[value["Ref"]]
+    if isinstance(value, dict) and set(value) == {"Fn::Sub"} and isinstance(value["Fn::Sub"], str):
+        return re.sub(r"\$\{([^}]+)\}", lambda m: refs[m.group(1)], value["Fn::Sub"])
+    if isinstance(value, dict | list):
+        raise ValueError(f"unsupported intrinsic in an environment value: {value!r}")
+    return value
+
+
+def deployed_environment(
+    template: dict[str, Any], function_id: str, refs: dict[str, str]
+) -> dict[str, str]:
+    """The environment a deployment gives `function_id` (declared variables, resolved)."""
+    return {
+        name: str(resolve(value, refs))
+        for name, value in declared_environment(template, function_id).items()
+    }
