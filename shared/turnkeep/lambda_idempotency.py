@@ -44,4 +44,4 @@ class SessionKeyedPersistenceLayer(DynamoDBPersistenceLayer):
 
     def _get_key(self, idempotency_key: str) -> dict[str, Any]:
         partition, _, hashed = idempotency_key.partition("|")
-        return {self.key_attr: {"S": partition}, self.sort_key_attr: {"S": hashed}}
+        return {self.key_attr: {"S": partition}, "sk": {"S": hashed}}  # sort_key_attr is "sk"
