@@ -12,16 +12,17 @@ from __future__ import annotations
 import functools
 from typing import Any, cast
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from mangum import Mangum
 
 from turnkeep.api import ApiSettings, JwtClaimsAuthenticator, StepFunctionsLauncher, create_app
 from turnkeep.lambda_runtime import runtime
+from turnkeep.lambda_tracing import lambda_tracer
 
 logger = Logger(service="turnkeep-api")
-tracer = Tracer(service="turnkeep-api")
+tracer = lambda_tracer("turnkeep-api")  # X-Ray SDK only when tracing is enabled
 metrics = Metrics(namespace="turnkeep", service="turnkeep-api")
 
 
