@@ -18,6 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from mangum import Mangum
 
 from turnkeep.api import ApiSettings, JwtClaimsAuthenticator, StepFunctionsLauncher, create_app
+from turnkeep.aws_clients import shared_client
 from turnkeep.lambda_runtime import runtime
 from turnkeep.lambda_tracing import lambda_tracer
 
@@ -29,11 +30,10 @@ metrics = Metrics(namespace="turnkeep", service="turnkeep-api")
 @functools.cache
 def asgi_handler() -> Mangum:
     """The Mangum-wrapped app of this container (built on first use, not at import)."""
-    import boto3
-
     settings = ApiSettings()
+    # The Step Functions client is built on the first turn start, not for every cold container.
     launcher = StepFunctionsLauncher(
-        boto3.session.Session().client("stepfunctions"), settings.state_machine_arn
+        None, settings.state_machine_arn, client_factory=lambda: shared_client("stepfunctions")
     )
     app = create_app(runtime(), launcher, JwtClaimsAuthenticator(), settings=settings)
     return Mangum(app, lifespan="off")
