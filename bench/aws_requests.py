@@ -502,20 +502,23 @@ def _dummy_zip() -> bytes:
     return buffer.getvalue()
 
 
-def _seed(session_id: str, messages: int) -> None:
-    """A session holding at least `messages` transcript messages, from real in-process turns."""
+def _seed(session_id: str, messages: int) -> int:
+    """Grow the session to at least `messages` transcript messages with real in-process turns
+    (created if new); returns its message count."""
     from turnkeep import lambda_runtime
     from turnkeep.harness import run_turn
 
     deps = lambda_runtime.runtime().deps
-    deps.envelopes.create(session_id, USER)
+    if deps.envelopes.get(session_id) is None:
+        deps.envelopes.create(session_id, USER)
     while True:
         storage = deps.open_storage(session_id)
         try:
-            if storage.get_stats().message_count >= messages:
-                return
+            count = storage.get_stats().message_count
         finally:
             storage.close()
+        if count >= messages:
+            return count
         result = run_turn(deps, session_id, USER, f"remember fact {uuid.uuid4().hex[:8]}")
         assert result.status == "completed", result
 
@@ -558,7 +561,8 @@ def _turn(stack: Stack, session_id: str, text: str) -> tuple[TurnCost, TurnCost,
 
 
 def measure_turns(sizes: list[int], repeats: int) -> list[tuple[str, int, list[TurnCost]]]:
-    """(kind, prior messages, [(turn, start, events page) costs per repeat]) per case."""
+    """(kind, prior messages before the first measured turn, [(turn, start, events page)
+    costs per repeat]) per case."""
     from moto.core.config import default_user_config
     from moto.server import ThreadedMotoServer
 
@@ -594,12 +598,14 @@ def measure_turns(sizes: list[int], repeats: int) -> list[tuple[str, int, list[T
     try:
         stack = _deploy(endpoint, env)
         with cold_lambda_backend(stack.cold):
+            # One session per kind, grown from size to size: seeding 1,000 messages through real
+            # turns is the slow part, so each message is seeded once.
+            sessions = {kind: f"bench-{uuid.uuid4().hex[:8]}" for kind in ("Q&A", "2 tools")}
             for size in sizes:
                 for kind, text in (("Q&A", QA_TEXT), ("2 tools", TOOLS_TEXT)):
-                    session_id = f"bench-{kind[0].lower()}-{size}-{uuid.uuid4().hex[:6]}"
-                    _seed(session_id, size)
-                    runs = [_turn(stack, session_id, text) for _ in range(repeats)]
-                    results.append((kind, size, [c for run in runs for c in run]))
+                    prior = _seed(sessions[kind], size)
+                    runs = [_turn(stack, sessions[kind], text) for _ in range(repeats)]
+                    results.append((kind, prior, [c for run in runs for c in run]))
     finally:
         from turnkeep import lambda_runtime
 
