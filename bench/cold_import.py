@@ -102,32 +102,29 @@ botocore.client.BaseClient._make_api_call = counted
 
 
 def _closure(requirements: list[str]) -> set[str]:
-    """Names of the installed distributions `requirements` need, transitively (markers of
-    extras other than the ones asked for are skipped)."""
+    """Names of the installed distributions `requirements` need on this interpreter,
+    transitively (environment markers evaluated, extras followed only where asked for)."""
+    from packaging.requirements import Requirement
+
     seen: set[str] = set()
-    pending = list(requirements)
+    pending = [(Requirement(r), "") for r in requirements]
     while pending:
-        spec = pending.pop()
-        match = re.match(r"\s*([A-Za-z0-9_.-]+)(?:\[([^\]]*)\])?", spec)
-        if match is None:
+        requirement, extra = pending.pop()
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": extra}):
             continue
-        name = match.group(1).lower().replace("_", "-")
-        extras = {e.strip() for e in (match.group(2) or "").split(",") if e.strip()}
+        name = requirement.name.lower().replace("_", "-")
         if name in seen:
             continue
         try:
             dist = importlib.metadata.distribution(name)
         except importlib.metadata.PackageNotFoundError:
-            continue
+            continue  # an optional dependency this environment does not have
         seen.add(name)
-        for requirement in dist.requires or []:
-            marker = requirement.split(";", 1)[1] if ";" in requirement else ""
-            wanted = re.findall(r'extra\s*==\s*"([^"]+)"', marker)
-            if wanted and not set(wanted) & extras:
-                continue
-            if "python_version" in marker or "sys_platform" in marker:
-                continue  # backports this interpreter does not need
-            pending.append(requirement.split(";", 1)[0])
+        for text in dist.requires or []:
+            child = Requirement(text)
+            # A requirement of one of the asked-for extras carries `extra == "<name>"`.
+            for wanted in requirement.extras or {""}:
+                pending.append((child, wanted))
     return seen
 
 
