@@ -32,7 +32,7 @@ import time
 import uuid
 import zipfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -560,7 +560,11 @@ def _turn(stack: Stack, session_id: str, text: str) -> tuple[TurnCost, TurnCost,
     return whole, start_only, events
 
 
-def measure_turns(sizes: list[int], repeats: int) -> list[tuple[str, int, list[TurnCost]]]:
+def measure_turns(
+    sizes: list[int],
+    repeats: int,
+    progress: Callable[[str, int, list[TurnCost]], None] | None = None,
+) -> list[tuple[str, int, list[TurnCost]]]:
     """(kind, prior messages before the first measured turn, [(turn, start, events page)
     costs per repeat]) per case."""
     from moto.core.config import default_user_config
@@ -606,6 +610,8 @@ def measure_turns(sizes: list[int], repeats: int) -> list[tuple[str, int, list[T
                     prior = _seed(sessions[kind], size)
                     runs = [_turn(stack, sessions[kind], text) for _ in range(repeats)]
                     results.append((kind, prior, [c for run in runs for c in run]))
+                    if progress is not None:
+                        progress(*results[-1])
     finally:
         from turnkeep import lambda_runtime
 
@@ -672,6 +678,12 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="small sizes, one turn per case")
     parser.add_argument("--no-turns", action="store_true", help="storage operations only")
     parser.add_argument(
+        "--sizes",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[10, 100, 1000],
+        help="prior message counts of the whole-turn cases (default 10,100,1000)",
+    )
+    parser.add_argument(
         "--express-seconds", type=float, default=10.0, help="assumed Express turn duration"
     )
     args = parser.parse_args()
@@ -684,8 +696,19 @@ def main() -> None:
         print(f"{name:<{width}}  {count:>8}  {goal:<20}  {breakdown}")
     if args.no_turns:
         return
-    turn_sizes, repeats = ([10], 1) if args.smoke else ([10, 100, 1000], 3)
-    print_turns(measure_turns(turn_sizes, repeats), args.express_seconds)
+    turn_sizes, repeats = ([10], 1) if args.smoke else (args.sizes, 3)
+
+    def progress(kind: str, prior: int, costs: list[TurnCost]) -> None:
+        # Seeding 1,000 messages takes long on a loaded machine: show each case as it lands.
+        turn = _median_cost(costs[0::3])
+        print(
+            f"measured: {kind} at {prior} prior messages: {turn.storage_total} requests "
+            f"({', '.join(f'{k} {v}' for k, v in turn.requests.items())}), "
+            f"{turn.transitions} transitions",
+            flush=True,
+        )
+
+    print_turns(measure_turns(turn_sizes, repeats, progress), args.express_seconds)
 
 
 if __name__ == "__main__":
