@@ -5,8 +5,11 @@ For memory, jsonl and sqlite (each imported lazily; "not available" if its modul
 - commits/s of 10-write session transactions (values, list appends, an entry, a usage row);
 - reopen time of a session holding N committed records across 100 scopes, half of them retired
   (open + first read of stats and of a live list).
+- entries (issue #15): seconds to insert N entries one per commit (each naming the previous as
+  parent), and seconds to reopen that session and `scan_entries` all of them.
 Figures are medians of several runs. Targets: sqlite and jsonl >= 5,000 scoped append
-commits/s and reopen of 100,000 records < 2 s.
+commits/s and reopen of 100,000 records < 2 s; jsonl reopen + scan of 100,000 entries <= 1 s
+and their inserts <= 2x sqlite's time.
 
     .venv/bin/python bench/storage_bench.py            # full sizes (about a minute)
     .venv/bin/python bench/storage_bench.py --smoke    # tiny sizes, a few seconds (CI)
@@ -41,6 +44,8 @@ from turnkeep.storage import (
 
 SCOPED_TARGET = 5_000.0
 REOPEN_TARGET_S = 2.0
+SCAN_TARGET_S = 1.0
+ENTRY_BUILD_RATIO_TARGET = 2.0
 TARGET_BACKENDS = ("jsonl", "sqlite")
 DURABILITY = {
     "memory": "in-process only",
@@ -59,6 +64,7 @@ class Sizes:
     reopen_records: int
     reopen_scopes: int
     reopen_runs: int
+    entries: int
 
 
 FULL = Sizes(
@@ -68,6 +74,7 @@ FULL = Sizes(
     reopen_records=100_000,
     reopen_scopes=100,
     reopen_runs=3,
+    entries=100_000,
 )
 SMOKE = Sizes(
     runs=1,
@@ -76,6 +83,7 @@ SMOKE = Sizes(
     reopen_records=2_000,
     reopen_scopes=10,
     reopen_runs=1,
+    entries=2_000,
 )
 
 
@@ -169,16 +177,48 @@ def reopen_seconds(url: str, session_id: str) -> float:
     return elapsed
 
 
+def build_entries_seconds(url: str, count: int) -> tuple[str, float]:
+    """(session id, seconds) to insert `count` entries, one per commit, each the child of the
+    previous one (a transcript)."""
+    session_id = _fresh_session()
+    storage = open_storage(url, session_id)
+    parent: str | None = None
+    start = time.perf_counter()
+    for i in range(count):
+        entry_id = f"m{i}"
+        storage.commit([insert_entry(entry_id, parent, "message", {"role": "user", "text": "hi"})])
+        parent = entry_id
+    elapsed = time.perf_counter() - start
+    storage.close()
+    return session_id, elapsed
+
+
+def reopen_scan_seconds(url: str, session_id: str, count: int) -> float:
+    """Seconds to open the session and scan every entry."""
+    start = time.perf_counter()
+    storage = open_storage(url, session_id)
+    scanned = storage.scan_entries()
+    elapsed = time.perf_counter() - start
+    storage.close()
+    if len(scanned) != count:
+        raise AssertionError(f"scan_entries returned {len(scanned)} entries, expected {count}")
+    return elapsed
+
+
 def run_backend(backend: Backend, sizes: Sizes, workdir: Path) -> dict[str, float]:
     url = backend.url(workdir)
     scoped = [scoped_append_rate(url, sizes.scoped_commits) for _ in range(sizes.runs)]
     session = [session_txn_rate(url, sizes.session_commits) for _ in range(sizes.runs)]
     sid = build_reopen_session(url, sizes.reopen_records, sizes.reopen_scopes)
     reopen = [reopen_seconds(url, sid) for _ in range(sizes.reopen_runs)]
+    built = [build_entries_seconds(url, sizes.entries) for _ in range(sizes.reopen_runs)]
+    scan = [reopen_scan_seconds(url, built[0][0], sizes.entries) for _ in range(sizes.reopen_runs)]
     return {
         "scoped": statistics.median(scoped),
         "session": statistics.median(session),
         "reopen": statistics.median(reopen),
+        "entries_build": statistics.median(seconds for _, seconds in built),
+        "entries_scan": statistics.median(scan),
     }
 
 
@@ -193,13 +233,18 @@ def main(argv: list[str] | None = None) -> int:
         f"storage bench ({'smoke' if args.smoke else 'full'}): medians of {sizes.runs} runs; "
         f"{sizes.scoped_commits} scoped append commits, {sizes.session_commits} 10-write "
         f"session commits, reopen of {sizes.reopen_records:,} records / {sizes.reopen_scopes} "
-        f"scopes (half retired), median of {sizes.reopen_runs}"
+        f"scopes (half retired), median of {sizes.reopen_runs}; {sizes.entries:,} entries inserted "
+        f"one per commit, then reopen + scan_entries, median of {sizes.reopen_runs}"
     )
-    header = f"{'backend':<8} {'scoped appends/s':>17} {'10-write txns/s':>16} {'reopen s':>9}"
+    header = (
+        f"{'backend':<8} {'scoped appends/s':>17} {'10-write txns/s':>16} {'reopen s':>9} "
+        f"{'entries insert s':>17} {'reopen+scan s':>14}"
+    )
     print(header)
     print("-" * len(header))
     misses: list[str] = []
     failures: list[str] = []
+    results: dict[str, dict[str, float]] = {}
     for backend in chosen:
         if not _available(backend.module):
             print(f"{backend.name:<8} not available ({backend.module} is missing)")
@@ -211,21 +256,35 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{backend.name:<8} failed: {type(exc).__name__}: {exc}")
             failures.append(backend.name)
             continue
+        results[backend.name] = figures
         print(
             f"{backend.name:<8} {figures['scoped']:>17,.0f} {figures['session']:>16,.0f} "
-            f"{figures['reopen']:>9.3f}"
+            f"{figures['reopen']:>9.3f} {figures['entries_build']:>17.2f} "
+            f"{figures['entries_scan']:>14.3f}"
         )
         if backend.name in TARGET_BACKENDS and not args.smoke:
             if figures["scoped"] < SCOPED_TARGET:
                 misses.append(f"{backend.name}: {figures['scoped']:,.0f} scoped appends/s")
             if figures["reopen"] >= REOPEN_TARGET_S:
                 misses.append(f"{backend.name}: reopen {figures['reopen']:.2f} s")
+    if "jsonl" in results:
+        jsonl = results["jsonl"]
+        ratio = ""
+        if "sqlite" in results:
+            build_ratio = jsonl["entries_build"] / results["sqlite"]["entries_build"]
+            ratio = f", inserts {build_ratio:.2f}x sqlite's time"
+            if not args.smoke and build_ratio > ENTRY_BUILD_RATIO_TARGET:
+                misses.append(f"jsonl: entry inserts {build_ratio:.2f}x sqlite")
+        if not args.smoke and jsonl["entries_scan"] > SCAN_TARGET_S:
+            misses.append(f"jsonl: reopen + scan of entries {jsonl['entries_scan']:.2f} s")
+        print(f"jsonl entries: reopen + scan {jsonl['entries_scan']:.3f} s{ratio}")
     for backend in chosen:
         print(f"durability {backend.name}: {DURABILITY[backend.name]}")
     if not args.smoke:
         print(
             f"targets (jsonl, sqlite): >= {SCOPED_TARGET:,.0f} scoped appends/s, "
-            f"reopen < {REOPEN_TARGET_S:.0f} s: "
+            f"reopen < {REOPEN_TARGET_S:.0f} s; jsonl reopen + scan of {sizes.entries:,} entries "
+            f"<= {SCAN_TARGET_S:.0f} s, inserts <= {ENTRY_BUILD_RATIO_TARGET:.0f}x sqlite: "
             + ("met" if not misses else "MISSED: ")
             + "; ".join(misses)
         )

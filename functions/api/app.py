@@ -13,17 +13,19 @@ from __future__ import annotations
 import functools
 from typing import Any, cast
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from mangum import Mangum
 
 from turnkeep.api import ApiSettings, StepFunctionsLauncher, create_app, lambda_authenticator
+from turnkeep.aws_clients import shared_client
 from turnkeep.lambda_runtime import runtime
+from turnkeep.lambda_tracing import lambda_tracer
 
 # The service name is the template's POWERTOOLS_SERVICE_NAME: not overridden here.
 logger = Logger()
-tracer = Tracer()
+tracer = lambda_tracer()  # X-Ray SDK only when tracing is enabled
 metrics = Metrics(namespace="turnkeep")
 
 
@@ -45,8 +47,9 @@ def asgi_handler() -> Mangum:
         },
     )
     settings = ApiSettings()
+    # The Step Functions client is built on the first turn start, not for every cold container.
     launcher = StepFunctionsLauncher(
-        boto3.session.Session().client("stepfunctions"), settings.state_machine_arn
+        None, settings.state_machine_arn, client_factory=lambda: shared_client("stepfunctions")
     )
     app = create_app(runtime(), launcher, lambda_authenticator(), settings=settings)
     return Mangum(app, lifespan="off")

@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from turnkeep.lambda_runtime import idempotency_store, runtime
+from turnkeep.lambda_tracing import lambda_tracer
 from turnkeep.step_events import (
     StepEventError,
     StepName,
@@ -26,7 +27,7 @@ from turnkeep.step_events import (
 
 # The service name is the template's POWERTOOLS_SERVICE_NAME: not overridden here.
 logger = Logger()
-tracer = Tracer()
+tracer = lambda_tracer()  # X-Ray SDK only when tracing is enabled
 metrics = Metrics(namespace="turnkeep")
 
 Handler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]

@@ -12,7 +12,7 @@ from turnkeep.runtime import Runtime, build_runtime
 from turnkeep.settings import TurnkeepSettings
 
 if TYPE_CHECKING:
-    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+    from turnkeep.lambda_idempotency import SessionKeyedPersistenceLayer
 
 _LOCK = threading.Lock()
 _RUNTIME: Runtime | None = None
@@ -37,16 +37,15 @@ def reset_runtime() -> None:
         _RUNTIME = None
 
 
-def idempotency_store(function: str) -> DynamoDBPersistenceLayer:
-    """Powertools idempotency records in the session table (`TURNKEEP_TABLE`), partition
-    `IDEMPOTENCY#<function>`, expiring through the table's TTL attribute."""
-    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+def idempotency_store(function: str) -> SessionKeyedPersistenceLayer:
+    """Powertools idempotency records in the session table (`TURNKEEP_TABLE`), one partition
+    per (step, session) — `IDEMPOTENCY#<function>#<session id>` — expiring through the table's
+    TTL attribute."""
+    from turnkeep.lambda_idempotency import SessionKeyedPersistenceLayer
 
-    return DynamoDBPersistenceLayer(
+    return SessionKeyedPersistenceLayer(
+        function,
         table_name=os.environ["TURNKEEP_TABLE"],
-        key_attr="pk",
-        sort_key_attr="sk",
-        static_pk_value=f"IDEMPOTENCY#{function}",
         expiry_attr="expiresAt",
         boto3_client=shared_client("dynamodb"),
     )

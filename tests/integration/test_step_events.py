@@ -185,7 +185,12 @@ def test_idempotency_records_live_apart_from_session_items_and_expire_through_th
     items = boto3.client("dynamodb").scan(TableName=TABLE)["Items"]
     ttl = load_template()["Resources"]["SessionTable"]["Properties"]["TimeToLiveSpecification"]
     records = [i for i in items if i["pk"]["S"].startswith("IDEMPOTENCY#")]
-    assert {i["pk"]["S"] for i in records} == {"IDEMPOTENCY#model_step", "IDEMPOTENCY#finish_turn"}
+    session = _event("execution_input")["session_id"]
+    # One partition per (step, session): no partition is shared by every session's turns.
+    assert {i["pk"]["S"] for i in records} == {
+        f"IDEMPOTENCY#model_step#{session}",
+        f"IDEMPOTENCY#finish_turn#{session}",
+    }
     for record in records:
         assert record["status"]["S"] == "COMPLETED"
         assert int(record[ttl["AttributeName"]]["N"]) > 0  # epoch seconds: DynamoDB TTL deletes it
@@ -193,6 +198,22 @@ def test_idempotency_records_live_apart_from_session_items_and_expire_through_th
     assert others
     assert all(i["pk"]["S"].startswith("SESSION#") for i in others)
     assert not any(ttl["AttributeName"] in i for i in others)  # session data never expires
+
+
+def test_a_redelivered_step_is_served_from_the_record_in_its_sessions_partition(
+    app: ModuleType,
+) -> None:
+    _start("hello")
+    first = _call(app, "model_step", _event("model_step"))
+    again = _call(app, "model_step", _event("model_step"))  # a redelivery: served from its record
+    assert again == first
+
+    items = boto3.client("dynamodb").scan(TableName=TABLE)["Items"]
+    session = _event("execution_input")["session_id"]
+    keys = [(i["pk"]["S"], i["sk"]["S"]) for i in items if i["pk"]["S"].startswith("IDEMPOTENCY#")]
+    assert len(keys) == 1
+    assert keys[0][0] == f"IDEMPOTENCY#model_step#{session}"
+    assert "|" not in keys[0][1]  # the sort key is Powertools' own hashed key, unchanged
 
 
 def test_a_long_caught_error_is_cut_visibly_not_silently(app: ModuleType) -> None:

@@ -160,3 +160,36 @@ def test_step_functions_launcher_rejects_an_operation_id_that_is_no_execution_na
             launcher.launch("s", "op:with:colons")
         with pytest.raises(LaunchError, match="execution name"):
             launcher.launch("s", "o" * 81)
+
+
+@mock_aws
+def test_a_launcher_with_a_client_factory_builds_its_client_on_the_first_launch_only() -> None:
+    client = boto3.client("stepfunctions", region_name=REGION)
+    arn = client.create_state_machine(
+        name="turn",
+        definition=json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}),
+        roleArn="arn:aws:iam::123456789012:role/turn",
+    )["stateMachineArn"]
+    built: list[object] = []
+
+    def factory() -> object:
+        built.append(client)
+        return client
+
+    launcher = StepFunctionsLauncher(None, arn, client_factory=factory)  # type: ignore[arg-type]
+    assert built == []  # a container that starts no turn never builds the client
+    launcher.launch("sess-1", "op-1")
+    launcher.launch("sess-1", "op-2")
+    assert len(built) == 1
+    names = sorted(e["name"] for e in client.list_executions(stateMachineArn=arn)["executions"])
+    assert names == ["op-1", "op-2"]
+
+
+def test_a_launcher_needs_exactly_one_of_a_client_and_a_client_factory() -> None:
+    client = boto3.client("stepfunctions", region_name=REGION, aws_access_key_id="x",
+                          aws_secret_access_key="x")  # fmt: skip
+    arn = "arn:aws:states:eu-west-1:1:stateMachine:t"
+    with pytest.raises(ValueError, match="exactly one"):
+        StepFunctionsLauncher(None, arn)
+    with pytest.raises(ValueError, match="exactly one"):
+        StepFunctionsLauncher(client, arn, client_factory=lambda: client)

@@ -13,6 +13,7 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Protocol
 
@@ -143,11 +144,32 @@ def _record_owner(deps: HarnessDeps, session_id: str, op_id: str) -> None:
 class StepFunctionsLauncher:
     """Starts one execution of the turn state machine per operation (name = operation id)."""
 
-    def __init__(self, client: SFNClient, state_machine_arn: str) -> None:
+    def __init__(
+        self,
+        client: SFNClient | None,
+        state_machine_arn: str,
+        *,
+        client_factory: Callable[[], SFNClient] | None = None,
+    ) -> None:
+        """`client`, or `client_factory` to build it on the first launch: building a client
+        costs ~0.1-0.25 s, which a cold API container serving no turn start never needs."""
         if not state_machine_arn:
             raise ValueError("StepFunctionsLauncher needs a state machine ARN")
-        self.client = client
+        if (client is None) == (client_factory is None):
+            raise ValueError("StepFunctionsLauncher needs exactly one of client, client_factory")
+        self._client = client
+        self._client_factory = client_factory
+        self._client_lock = threading.Lock()
         self.state_machine_arn = state_machine_arn
+
+    @property
+    def client(self) -> SFNClient:
+        """The Step Functions client (built by the factory on first use)."""
+        with self._client_lock:
+            if self._client is None:
+                assert self._client_factory is not None  # checked in __init__
+                self._client = self._client_factory()
+            return self._client
 
     def launch(self, session_id: str, op_id: str) -> None:
         """`StartExecution`; an execution that already exists for this operation is success."""
@@ -157,9 +179,10 @@ class StepFunctionsLauncher:
                 "(1-80 characters of A-Z a-z 0-9 _ -)"
             )
         payload = json.dumps({"session_id": session_id, "op_id": op_id, "round": 0})
+        client = self.client
         try:
-            self.client.start_execution(
+            client.start_execution(
                 stateMachineArn=self.state_machine_arn, name=op_id, input=payload
             )
-        except self.client.exceptions.ExecutionAlreadyExists:
+        except client.exceptions.ExecutionAlreadyExists:
             logger.info("execution %s already exists; the turn is already launched", op_id)

@@ -155,7 +155,9 @@ def replay(directory: str, session_id: str, *, fsync: bool) -> Replayed:
     # 7. Merge by global sequence and replay, rejecting duplicates and disorder.
     state = result.state
     previous = 0
-    for txn in heapq.merge(*streams, key=lambda t: t.record.first):
+    # Most sessions replay the main log alone: no merge needed for one stream.
+    merged = streams[0] if len(streams) == 1 else heapq.merge(*streams, key=_first_seq)
+    for txn in merged:
         record = txn.record
         if record.first <= previous:
             raise _corrupt(
@@ -177,6 +179,10 @@ def replay(directory: str, session_id: str, *, fsync: bool) -> Replayed:
     for path in removable:
         files.try_remove(path, why="retired scope cleanup")
     return result
+
+
+def _first_seq(txn: _Txn) -> int:
+    return txn.record.first
 
 
 def _apply(state: MemoryState, txn: _Txn) -> None:

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import bisect
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from turnkeep.storage.addresses import Value, ValueList
 from turnkeep.storage.errors import EntryConflictError, GuardFailedError
 from turnkeep.storage.jsonvalue import load_json
-from turnkeep.storage.records import Entry, ListElement, Snapshot, StorageStats, StoredValue
+from turnkeep.storage.records import (
+    MESSAGE_ENTRY_TYPE,
+    Entry,
+    ListElement,
+    Snapshot,
+    StorageStats,
+    StoredValue,
+)
 from turnkeep.storage.scopes import Scope, scope_from_key, scope_key
 from turnkeep.storage.writes import (
     AppendList,
@@ -50,8 +57,24 @@ class MemoryState:
     entries: dict[str, _StoredEntry] = field(default_factory=dict)
     entry_order: list[str] = field(default_factory=list)
     usage: list[UsageRow] = field(default_factory=list)
-    stats: StorageStats = field(default_factory=StorageStats)
+    _stats: StorageStats = field(default_factory=StorageStats)
+    _new_entries: int = 0
+    _new_messages: int = 0
+    """Entries applied since `_stats` was last brought up to date (see `stats`)."""
     lock: threading.RLock = field(default_factory=threading.RLock)
+
+    @property
+    def stats(self) -> StorageStats:
+        """The session's stats. Entry counts are folded in here, once per read, rather than as
+        a new frozen StorageStats per applied entry (replay applies one per transcript line)."""
+        if self._new_entries:
+            self._stats = replace(
+                self._stats,
+                entry_count=self._stats.entry_count + self._new_entries,
+                message_count=self._stats.message_count + self._new_messages,
+            )
+            self._new_entries = self._new_messages = 0
+        return self._stats
 
     # -- writes -------------------------------------------------------------------------------
 
@@ -62,7 +85,7 @@ class MemoryState:
         duplicates = [i for i in txn.entry_ids if i in self.entries]
         if duplicates:
             raise EntryConflictError(f"entry id {duplicates[0]!r} already exists")
-        missing = missing_parents(txn, set(self.entries))
+        missing = missing_parents(txn, self.entries)
         if missing:
             entry_id, parent = missing[0]
             raise EntryConflictError(
@@ -96,10 +119,12 @@ class MemoryState:
                 write.id, write.parent_id, write.type, write.data_json, seq
             )
             self.entry_order.append(write.id)
-            self.stats = self.stats.with_entry(write.type)
+            self._new_entries += 1
+            if write.type == MESSAGE_ENTRY_TYPE:
+                self._new_messages += 1
         elif isinstance(write, InsertUsage):
             self.usage.append(write.row)
-            self.stats = self.stats.with_usage(write.row)
+            self._stats = self.stats.with_usage(write.row)
         else:  # pragma: no cover - build_transaction admits only the types above
             raise TypeError(f"unknown write {write!r}")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 
 from turnkeep.storage.addresses import Value, ValueList
@@ -303,15 +303,19 @@ def build_transaction(writes: Sequence[Write], guard: Value | None = None) -> Tr
     return Transaction(txn_scope, tuple(writes), tuple(entry_ids), guard)
 
 
-def missing_parents(txn: Transaction, exists: set[str]) -> list[tuple[str, str]]:
-    """(entry id, parent id) pairs whose parent is neither in `exists` nor earlier in `txn`."""
-    known = set(exists)
+def missing_parents(txn: Transaction, exists: Container[str]) -> list[tuple[str, str]]:
+    """(entry id, parent id) pairs whose parent is neither in `exists` nor earlier in `txn`.
+
+    `exists` is only probed, never copied, so a check costs O(entries of `txn`) whatever the
+    session's size (a resident backend passes its entry dict itself)."""
+    earlier: set[str] = set()
     missing: list[tuple[str, str]] = []
     for write in txn.writes:
         if isinstance(write, InsertEntry):
-            if write.parent_id is not None and write.parent_id not in known:
-                missing.append((write.id, write.parent_id))
-            known.add(write.id)
+            parent = write.parent_id
+            if parent is not None and parent not in earlier and parent not in exists:
+                missing.append((write.id, parent))
+            earlier.add(write.id)
     return missing
 
 
