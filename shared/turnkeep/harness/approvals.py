@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -385,3 +385,41 @@ def approval_pause_seconds(storage: Storage, state: OperationState) -> float:
     if not requested:
         return 0.0
     return max(0.0, max(decided) - min(requested))
+
+
+def hold_wait(
+    deps: HarnessDeps,
+    session_id: str,
+    op_id: str,
+    call_id: str,
+    token: str,
+    *,
+    release: Callable[[str], None],
+) -> str:
+    """Keep a Step Functions wait's task token for the decision route, or release it at once.
+
+    Released now (`release(token)`: SendTaskSuccess) when nothing is left to wait for: the turn
+    ended, the call is decided or was applied. The token is stored first and the call read
+    after, so a decision committed at any moment is seen by this step or finds the token.
+    Returns `waiting` or `released`.
+    """
+    storage = deps.open_storage(session_id)
+    try:
+        state = load_state(storage, op_id)
+        call = load_call(storage, op_id, call_id) if state is not None else None
+        if state is None or call is None or not _undecided(call):
+            release(token)
+            return "released"
+        try:
+            store_token(storage, op_id, call_id, token)
+        except FencedWriteError:
+            release(token)
+            return "released"
+        again = load_call(storage, op_id, call_id)
+        if again is None or not _undecided(again):
+            release(token)
+            return "released"
+        mark_awaiting(deps, session_id, op_id)
+        return "waiting"
+    finally:
+        storage.close()
