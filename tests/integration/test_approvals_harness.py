@@ -340,3 +340,40 @@ def test_waiting_time_does_not_count_against_the_wall_clock(s: Setup) -> None:
         json.dumps(e.data) for e in entries if e.data.get("message", {}).get("role") == "assistant"
     ]
     assert not any("Wrapping up" in r for r in replies)
+
+
+def test_under_express_a_call_needing_approval_fails_clearly_and_does_not_run(s: Setup) -> None:
+    s.deps.limits = HarnessLimits(workflow_type="EXPRESS")
+
+    result = run_turn(s.deps, "s1", "u1", SEND, op_id="op1")
+
+    assert result.status == "completed"
+    assert s.outbox.sent == []
+    [part] = s.tool_results()
+    assert part["is_error"] is True
+    assert "Express" in part["content"]
+    assert "STANDARD" in part["content"]
+
+
+def test_the_workflow_type_comes_from_turnkeep_workflow_type(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from turnkeep.runtime import limits_from_settings
+    from turnkeep.settings import TurnkeepSettings
+
+    monkeypatch.setenv("TURNKEEP_WORKFLOW_TYPE", "EXPRESS")
+
+    assert limits_from_settings(TurnkeepSettings()).workflow_type == "EXPRESS"
+
+
+def test_a_decision_recorded_before_a_crash_is_applied_by_the_next_resume(s: Setup) -> None:
+    op, call_id = _pause(s)
+    decide(s.deps, "s1", op, call_id, user_id="u1", decision="approve")
+    # The process that took the decision died before waking the turn: nothing ran yet.
+    assert s.outbox.sent == []
+    assert s.status() == "awaiting_approval"
+
+    result = resume_turn(s.deps, "s1", op)
+
+    assert result.status == "completed"
+    assert s.outbox.sent == ["bob@example.com"]
