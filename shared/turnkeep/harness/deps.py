@@ -46,7 +46,7 @@ class HarnessLimits(BaseModel):
         ge=60,
         description="a running turn with no end this long after its deadline is abandoned: "
         "a new turn of the session fails it and takes over (longer than any orchestrator "
-        "retry, e.g. the state machine's 3600 s execution timeout)",
+        "retry; a turn waiting for an approval counts from its last request's expiry)",
     )
     max_tool_calls_per_round: int = Field(
         default=32,
