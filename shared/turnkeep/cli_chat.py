@@ -17,6 +17,7 @@ from turnkeep.cli_approvals import Ask, prompt_asker
 from turnkeep.cli_print import StreamPrinter, describe
 from turnkeep.harness import HarnessDeps, TurnConflictError, TurnResult
 from turnkeep.harness.approvals import ApprovalError, ApprovalInvalidError, decide
+from turnkeep.harness.orchestrator import ToolOutcome
 from turnkeep.harness.state import load_call
 from turnkeep.harness.steps import abort_turn, cancel_turn
 from turnkeep.local_owner import (
@@ -118,6 +119,7 @@ class LocalChat:
         ask: Ask | None = None,
     ) -> None:
         self.ask = ask
+        self._reported: set[ToolOutcome] = set()
         self.runtime = runtime
         self.deps: HarnessDeps = runtime.deps
         self.session_id = session_id
@@ -144,6 +146,7 @@ class LocalChat:
         finding = inspect_turn(self.deps, self.session_id)
         if finding is not None and not self._clear_for_new_turn(finding):
             return
+        self._reported.clear()
         try:
             result = run_owned_turn(
                 self.deps,
@@ -152,7 +155,7 @@ class LocalChat:
                 text,
                 model=self.model,
                 on_event=self.printer.on_event,
-                on_tool=self.printer.on_tool,
+                on_tool=self._on_tool,
             )
         except TurnConflictError as exc:
             self.printer.notice(f"[{exc}; /cancel asks it to stop]")
@@ -209,8 +212,15 @@ class LocalChat:
             self.session_id,
             result.op_id,
             on_event=self.printer.on_event,
-            on_tool=self.printer.on_tool,
+            on_tool=self._on_tool,
         )
+
+    def _on_tool(self, outcome: ToolOutcome) -> None:
+        # A turn driven again after a decision reports the round's finished calls once more.
+        if outcome in self._reported:
+            return
+        self._reported.add(outcome)
+        self.printer.on_tool(outcome)
 
     def _clear_for_new_turn(self, finding: TurnFinding) -> bool:
         if finding.verdict == "ended":

@@ -12,6 +12,11 @@ import pytest
 from tests.e2e.test_api_server import server  # noqa: F401  (the real-server fixture)
 from tests.e2e.test_cli_remote_chat import _chat
 from turnkeep import cli
+from turnkeep.cli_approvals import Answer
+from turnkeep.cli_chat import LocalChat
+from turnkeep.cli_print import StreamPrinter
+from turnkeep.runtime import build_runtime
+from turnkeep.settings import TurnkeepSettings
 
 pytestmark = pytest.mark.slow
 
@@ -74,3 +79,25 @@ def test_the_remote_chat_asks_and_the_server_runs_the_approved_call(
     assert "  <- echo [ok] over http" in out
     assert ": completed, 2 model rounds, " in out
     assert done.stderr == ""
+
+
+def test_a_call_that_needed_no_approval_is_printed_once_after_the_decision(
+    tmp_path: Path,
+) -> None:
+    settings = TurnkeepSettings(local_dir=tmp_path / ".local")
+    runtime = build_runtime(settings)
+    try:
+        runtime.envelopes.create("chat-b", "alice", {"toolApproval": "echo"})
+        out = io.StringIO()
+        printer = StreamPrinter(out)
+        chat = LocalChat(
+            runtime, "chat-b", "alice", "scripted", printer, ask=lambda _t, _a: Answer("approve")
+        )
+
+        chat.turn('call echo {"text": "gated"}\ncall calculator {"expression": "6*7"}')
+    finally:
+        runtime.close()
+
+    text = out.getvalue()
+    assert text.count("  <- calculator [ok] 42") == 1
+    assert text.count("  <- echo [ok] gated") == 1
