@@ -377,3 +377,26 @@ def test_a_decision_recorded_before_a_crash_is_applied_by_the_next_resume(s: Set
 
     assert result.status == "completed"
     assert s.outbox.sent == ["bob@example.com"]
+
+
+def test_the_wait_step_keeps_its_token_while_undecided_and_releases_itself_once_decided(
+    s: Setup,
+) -> None:
+    from turnkeep.harness.approvals import hold_wait, token_address
+
+    op, call_id = _pause(s)
+    released: list[str] = []
+
+    first = hold_wait(s.deps, "s1", op, call_id, "token-1", release=released.append)
+    with s.storage() as storage:
+        kept = storage.get_value(token_address(op, call_id))
+    decide(s.deps, "s1", op, call_id, user_id="u1", decision="approve")
+    # A redelivered wait (or one whose token was kept after the decision's read) sees the
+    # decision and releases itself instead of waiting forever.
+    second = hold_wait(s.deps, "s1", op, call_id, "token-2", release=released.append)
+
+    assert first == "waiting"
+    assert kept is not None
+    assert kept.value == "token-1"
+    assert second == "released"
+    assert released == ["token-2"]
