@@ -151,7 +151,8 @@ def _pending(ctx: ApiContext, session_id: str, op_id: str) -> list[PendingApprov
         calls = awaiting_calls(storage, state)
     items = []
     for call in calls:
-        assert call.approval is not None
+        if call.approval is None:  # awaiting_calls returns requests only
+            continue
         try:
             arguments: Any = json.loads(call.arguments) if call.arguments.strip() else {}
         except json.JSONDecodeError:

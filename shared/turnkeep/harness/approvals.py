@@ -202,7 +202,8 @@ def expire(
 
 
 def _with_decision(call: CallState, decision: ApprovalDecision) -> CallState:
-    assert call.approval is not None
+    if call.approval is None:
+        raise HarnessError(f"call {call.call_id!r} has no approval request")
     return call.model_copy(
         update={"approval": call.approval.model_copy(update={"decision": decision})}
     )
@@ -210,7 +211,8 @@ def _with_decision(call: CallState, decision: ApprovalDecision) -> CallState:
 
 def _decision_writes(state: OperationState, before: CallState, after: CallState) -> list[Write]:
     decision = after.approval.decision if after.approval is not None else None
-    assert decision is not None
+    if decision is None:
+        raise HarnessError(f"call {before.call_id!r} has no decision to record")
     parent = response_id(state.op_id, before.round)
     data: dict[str, JsonValue] = {
         "op": state.op_id,
