@@ -64,6 +64,17 @@ def _handler(step: StepName) -> Handler:
 
 
 model_step = _handler("model_step")
-tool_step = _handler("tool_step")
+_tool_step = _handler("tool_step")
+_approval_wait = _handler("approval_wait")
+
+
+def tool_step(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """One tool call; with a `task_token` (the state machine's `.waitForTaskToken` on this
+    function) the hold of an approval wait instead (docs/approvals.md)."""
+    if isinstance(event, dict) and "task_token" in event:
+        return _approval_wait(event, context)
+    return _tool_step(event, context)
+
+
 finish_turn = _handler("finish_turn")
 fail_turn = _handler("fail_turn")

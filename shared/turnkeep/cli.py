@@ -141,6 +141,12 @@ def _add_chat(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--url", help="chat through the HTTP API at this base URL instead of in-process"
     )
     chat.add_argument(
+        "--require-approval",
+        metavar="TOOLS",
+        help="set the session's toolApproval policy: comma-separated tool names ('*' = every "
+        "tool) whose calls wait for your y/n (docs/approvals.md)",
+    )
+    chat.add_argument(
         "--token",
         help=f"with --url: bearer token (default: ${TOKEN_ENV}, else the dev token of --user)",
     )

@@ -13,8 +13,12 @@ import uuid
 from typing import Protocol, TextIO
 
 from turnkeep import cli_remote
+from turnkeep.cli_approvals import Ask, prompt_asker
 from turnkeep.cli_print import StreamPrinter, describe
-from turnkeep.harness import HarnessDeps, TurnConflictError
+from turnkeep.harness import HarnessDeps, TurnConflictError, TurnResult
+from turnkeep.harness.approvals import ApprovalError, ApprovalInvalidError, decide
+from turnkeep.harness.orchestrator import ToolOutcome
+from turnkeep.harness.state import load_call
 from turnkeep.harness.steps import abort_turn, cancel_turn
 from turnkeep.local_owner import (
     TurnFinding,
@@ -105,8 +109,17 @@ class LocalChat:
     """A session in the local store; turns run in this process as their recorded owner."""
 
     def __init__(
-        self, runtime: Runtime, session_id: str, user: str, model: str, printer: StreamPrinter
+        self,
+        runtime: Runtime,
+        session_id: str,
+        user: str,
+        model: str,
+        printer: StreamPrinter,
+        *,
+        ask: Ask | None = None,
     ) -> None:
+        self.ask = ask
+        self._reported: set[ToolOutcome] = set()
         self.runtime = runtime
         self.deps: HarnessDeps = runtime.deps
         self.session_id = session_id
@@ -133,6 +146,7 @@ class LocalChat:
         finding = inspect_turn(self.deps, self.session_id)
         if finding is not None and not self._clear_for_new_turn(finding):
             return
+        self._reported.clear()
         try:
             result = run_owned_turn(
                 self.deps,
@@ -141,7 +155,7 @@ class LocalChat:
                 text,
                 model=self.model,
                 on_event=self.printer.on_event,
-                on_tool=self.printer.on_tool,
+                on_tool=self._on_tool,
             )
         except TurnConflictError as exc:
             self.printer.notice(f"[{exc}; /cancel asks it to stop]")
@@ -151,8 +165,63 @@ class LocalChat:
         except KeyboardInterrupt:
             self.printer.notice("[interrupted: the turn was cancelled (aborted)]")
             return
+        try:
+            while result.status == "awaiting_approval" and self.ask is not None:
+                result = self._approve(result)
+        except KeyboardInterrupt as exc:
+            end_interrupted(self.deps, self.session_id, result.op_id)
+            self.printer.notice("[interrupted: the turn was cancelled (aborted)]")
+            if isinstance(exc, Terminated):
+                raise
+            return
         if result.status != "completed":
             self.printer.notice(describe(result))
+
+    def _approve(self, result: TurnResult) -> TurnResult:
+        """Ask about each waiting call, record the answers, drive the turn on."""
+        if self.ask is None:  # the caller checks; nothing to ask with
+            return result
+        for call_id in result.awaiting_call_ids:
+            storage = self.deps.open_storage(self.session_id)
+            try:
+                call = load_call(storage, result.op_id, call_id)
+            finally:
+                storage.close()
+            if call is None:
+                continue
+            while True:
+                answer = self.ask(call.name, call.arguments)
+                try:
+                    decide(
+                        self.deps,
+                        self.session_id,
+                        result.op_id,
+                        call_id,
+                        user_id=self.user,
+                        decision=answer.decision,
+                        reason=answer.reason,
+                        arguments=answer.arguments,
+                    )
+                except ApprovalInvalidError as exc:
+                    self.printer.notice(f"[{exc}; answer again]")
+                    continue
+                except ApprovalError as exc:
+                    self.printer.notice(f"[{exc}]")
+                break
+        return drive(
+            self.deps,
+            self.session_id,
+            result.op_id,
+            on_event=self.printer.on_event,
+            on_tool=self._on_tool,
+        )
+
+    def _on_tool(self, outcome: ToolOutcome) -> None:
+        # A turn driven again after a decision reports the round's finished calls once more.
+        if outcome in self._reported:
+            return
+        self._reported.add(outcome)
+        self.printer.on_tool(outcome)
 
     def _clear_for_new_turn(self, finding: TurnFinding) -> bool:
         if finding.verdict == "ended":
@@ -177,6 +246,12 @@ class LocalChat:
     def cancel(self) -> str:
         finding = inspect_turn(self.deps, self.session_id)
         if finding is None:
+            envelope = self.deps.envelopes.get(self.session_id)
+            meta = envelope.meta if envelope is not None else {}
+            waiting = meta.get("turnRunId")
+            if meta.get("turnStatus") == "awaiting_approval" and isinstance(waiting, str):
+                cancelled = cancel_turn(self.deps, self.session_id, waiting)
+                return f"[turn {waiting} (awaiting approval) cancelled: {cancelled.status}]"
             return "[no turn is running]"
         if finding.verdict == "ended":
             settle_ended(self.deps, finding)
@@ -222,9 +297,15 @@ def run_local_chat(args: argparse.Namespace, runtime: Runtime, inp: TextIO, out:
     session_id = args.session or f"chat-{uuid.uuid4().hex[:12]}"
     if envelopes.get(session_id) is None:
         envelopes.create(session_id, args.user, {"title": "turnkeep chat"})
+    if args.require_approval is not None:
+        envelope = envelopes.get(session_id)
+        host = envelope.host_meta() if envelope is not None else {}
+        envelopes.put_host_meta(
+            session_id, args.user, {**host, "toolApproval": args.require_approval}
+        )
     out.write(f"turnkeep chat: session {session_id} ({model}) in {runtime.storage_url}\n")
     printer = StreamPrinter(out)
-    chat = LocalChat(runtime, session_id, args.user, model, printer)
+    chat = LocalChat(runtime, session_id, args.user, model, printer, ask=prompt_asker(inp, printer))
     notice = chat.opening_notice()
     if notice is not None:
         out.write(notice + "\n")
@@ -301,10 +382,13 @@ def run_remote_chat(args: argparse.Namespace, inp: TextIO, out: TextIO, err: Tex
         err.write(f"turnkeep chat: {exc}\n")
         return 2
     chat = cli_remote.RemoteChat(client, printer, turn_wall_s=args.turn_timeout, model=args.model)
+    chat.ask = prompt_asker(inp, printer)
     try:
         with client:
             try:
                 session_id = chat.open_session(args.session)
+                if args.require_approval is not None:
+                    chat.require_approval(args.require_approval)
             except cli_remote.RemoteApiError as exc:
                 hint = cli_remote.url_hint(client, exc)
                 err.write(f"turnkeep chat: the session could not be opened: {exc}\n")

@@ -81,6 +81,18 @@ class StreamPrinter:
         self.out.write(f"  <- {name} [{mark}] {shown}\n")
         self.out.flush()
 
+    def approval_request(self, name: str, arguments: str) -> None:
+        """A call that waits for the person at the keyboard."""
+        self.end_text()
+        self.out.write(f"  ?? approval needed: tool call {name} {arguments}\n")
+        self.out.flush()
+
+    def prompt(self, text: str) -> None:
+        """A question on the current line (the answer is read by the caller)."""
+        self.end_text()
+        self.out.write(text)
+        self.out.flush()
+
     def notice(self, line: str) -> None:
         """A line of its own, after any reply being shown."""
         self.end_text()

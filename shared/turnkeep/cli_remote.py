@@ -11,6 +11,7 @@ httpx is imported lazily: `turnkeep demo` and the in-process chat do not need it
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from urllib.parse import quote, urlsplit
 
 if TYPE_CHECKING:
     import httpx
+
+    from turnkeep.cli_approvals import Ask
 
 CONNECT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 30.0
@@ -207,6 +210,8 @@ class RemoteChat:
         self.session_id: str | None = None
         self.current_turn: str | None = None
         """The turn being followed now (what Ctrl-C cancels)."""
+        self.ask: Ask | None = None
+        """Asks the person about a call that waits for approval (None: only say it waits)."""
 
     def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         """The JSON object of a 2xx answer (`{}` when empty); RemoteApiError otherwise."""
@@ -262,6 +267,14 @@ class RemoteChat:
         self.session_id = _required(created, "session_id", "POST /sessions")
         return self.session_id
 
+    def require_approval(self, tools: str) -> None:
+        """Set the session's `toolApproval` host key, keeping its other host keys."""
+        view = self._call("GET", self._session_path())
+        meta = view.get("meta")
+        merged = dict(meta) if isinstance(meta, dict) else {}
+        merged["toolApproval"] = tools
+        self._call("PUT", f"{self._session_path()}/meta", json=merged)
+
     def notes(self) -> str | None:
         """The session's working notes (None when there are none)."""
         notes = self._call("GET", f"{self._session_path()}/notes").get("notes")
@@ -282,7 +295,11 @@ class RemoteChat:
         """The session's running (or cancelling) turn, if any."""
         view = self._call("GET", self._session_path())
         turn = view.get("turn")
-        if not isinstance(turn, dict) or turn.get("status") not in ("running", "cancelling"):
+        if not isinstance(turn, dict) or turn.get("status") not in (
+            "running",
+            "cancelling",
+            "awaiting_approval",
+        ):
             return None
         turn_id = turn.get("turn_id")
         return turn_id if isinstance(turn_id, str) else None
@@ -327,6 +344,12 @@ class RemoteChat:
                 cursor = next_cursor
             if page.get("finished"):
                 break
+            if page.get("status") == "awaiting_approval" and not events:
+                renderer.finish()
+                if not self._answer_approvals(turn_id):
+                    return "awaiting_approval"
+                deadline = self.clock() + self.turn_wall_s  # time with the person not counted
+                continue
             remaining = deadline - self.clock()
             if remaining <= 0:
                 renderer.finish()
@@ -350,6 +373,38 @@ class RemoteChat:
             view = {"status": page.get("status")}  # the page's status still says how it ended
         self.output.notice(status_line(turn_id, view))
         return str(view.get("status"))
+
+    def _answer_approvals(self, turn_id: str) -> bool:
+        """Ask about the turn's pending approvals and send the answers (False: no one to ask)."""
+        listed = self._call("GET", "/approvals").get("approvals")
+        pending = [
+            p
+            for p in (listed if isinstance(listed, list) else [])
+            if isinstance(p, dict) and p.get("turn_id") == turn_id
+        ]
+        if self.ask is None:
+            names = ", ".join(str(p.get("tool")) for p in pending)
+            self.output.notice(f"[turn {turn_id} waits for an approval of: {names}]")
+            return False
+        for item in pending:
+            path = (
+                f"{self._turn_path(turn_id)}/approvals/{quote(str(item.get('call_id')), safe='')}"
+            )
+            while True:
+                answer = self.ask(str(item.get("tool")), json.dumps(item.get("arguments")))
+                body: dict[str, Any] = {"decision": answer.decision}
+                if answer.reason is not None:
+                    body["reason"] = answer.reason
+                if answer.arguments is not None:
+                    body["arguments"] = answer.arguments
+                try:
+                    self._call("POST", path, json=body)
+                except RemoteApiError as exc:
+                    self.output.notice(f"[{exc}]")
+                    if exc.status == 422:
+                        continue
+                break
+        return True
 
 
 def _required(body: Mapping[str, Any], name: str, what: str) -> str:

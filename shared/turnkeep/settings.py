@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -23,6 +24,12 @@ class TurnkeepSettings(BaseSettings):
     wall_clock_seconds: float = Field(default=300.0, gt=0, description="turn deadline")
     frame_interval_ms: int = Field(default=50, ge=0, description="frame coalescing interval")
     frame_max_bytes: int = Field(default=2048, ge=1, description="frame coalescing size")
+    approval_timeout_seconds: float = Field(
+        default=86400.0, gt=0, description="an approval nobody decides is denied after this"
+    )
+    workflow_type: Literal["STANDARD", "EXPRESS"] = Field(
+        default="STANDARD", description="the template's workflow type (approvals need STANDARD)"
+    )
     local_dir: Path = Field(default=Path("./.local"), description="local data directory")
 
     def local_db_url(self) -> str:

@@ -8,6 +8,7 @@ turn through `fail_turn`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping
 from typing import Any, Final, Literal
@@ -26,10 +27,11 @@ from turnkeep.harness import (
     model_step,
     tool_step,
 )
+from turnkeep.harness.approvals import hold_wait
 from turnkeep.providers.base import ModelError
 from turnkeep.storage import StorageConflictError, StorageUnavailableError
 
-StepName = Literal["model_step", "tool_step", "finish_turn", "fail_turn"]
+StepName = Literal["model_step", "tool_step", "finish_turn", "fail_turn", "approval_wait"]
 STEP_NAMES: Final[tuple[StepName, ...]] = ("model_step", "tool_step", "finish_turn", "fail_turn")
 
 FAIL_ERROR_MAX_CHARS: Final = 1000
@@ -51,6 +53,27 @@ class CaughtError(BaseModel):
 
     Error: str = "States.Unknown"
     Cause: str | None = None
+
+
+class ApprovalWaitEvent(BaseModel):
+    """The approval wait's payload (`.waitForTaskToken` on the tool step function)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str
+    op_id: str
+    round: int
+    call_id: str
+    task_token: str
+
+
+class ApprovalWaitOutput(BaseModel):
+    """What the wait step did with its token (the execution waits for SendTaskSuccess)."""
+
+    session_id: str
+    op_id: str
+    call_id: str
+    status: str
 
 
 class FailTurnEvent(BaseModel):
@@ -97,6 +120,14 @@ def _run(step: StepName, deps: HarnessDeps, event: Mapping[str, Any]) -> BaseMod
         return tool_step(deps, _parse(ToolStepInput, fields))
     if step == "finish_turn":
         return finish_turn(deps, _parse(FinishTurnInput, event))
+    if step == "approval_wait":
+        wait: ApprovalWaitEvent = _parse(ApprovalWaitEvent, event)
+        status = hold_wait(
+            deps, wait.session_id, wait.op_id, wait.call_id, wait.task_token, release=release_token
+        )
+        return ApprovalWaitOutput(
+            session_id=wait.session_id, op_id=wait.op_id, call_id=wait.call_id, status=status
+        )
     parsed: FailTurnEvent = _parse(FailTurnEvent, event)
     error = parsed.error or (describe_caught(parsed.caught) if parsed.caught else None)
     return fail_turn(
@@ -105,6 +136,20 @@ def _run(step: StepName, deps: HarnessDeps, event: Mapping[str, Any]) -> BaseMod
             session_id=parsed.session_id, op_id=parsed.op_id, error=error or "the turn failed"
         ),
     )
+
+
+def release_token(token: str) -> None:
+    """SendTaskSuccess for a wait with nothing left to wait for (a wait already over is fine)."""
+    from turnkeep.aws_clients import shared_client
+
+    client = shared_client("stepfunctions")
+    # A wait already over (a decision released it, or it timed out) is not an error.
+    with contextlib.suppress(
+        client.exceptions.InvalidToken,
+        client.exceptions.TaskDoesNotExist,
+        client.exceptions.TaskTimedOut,
+    ):
+        client.send_task_success(taskToken=token, output="{}")
 
 
 _TRANSIENT = (
@@ -135,5 +180,8 @@ def idempotency_key_expression(step: StepName) -> str:
     if step == "model_step":
         return "[session_id, op_id, round]"
     if step == "tool_step":
-        return "[session_id, op_id, round, call_id]"
+        # `approval`: the tool step after an approval wait is a new delivery, not a repeat.
+        return "[session_id, op_id, round, call_id, approval]"
+    if step == "approval_wait":
+        return "[session_id, op_id, call_id, task_token]"
     return "[session_id, op_id]"

@@ -160,6 +160,7 @@ def test_envelope_with_every_key_at_its_cap_round_trips(store: EnvelopeStore) ->
         "selectedModel": "m" * caps.IDENT_MAX_BYTES,
         "reasoningEffort": "medium",
         "archived": False,
+        "toolApproval": "a" * caps.IDENT_MAX_BYTES,
     }
     worker: dict[str, MetaScalar] = {
         "workingNotes": "n" * caps.WORKING_NOTES_MAX_BYTES,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -193,3 +194,61 @@ def test_a_launcher_needs_exactly_one_of_a_client_and_a_client_factory() -> None
         StepFunctionsLauncher(None, arn)
     with pytest.raises(ValueError, match="exactly one"):
         StepFunctionsLauncher(client, arn, client_factory=lambda: client)
+
+
+def test_a_decision_while_the_round_still_runs_is_not_missed_by_the_local_launcher() -> None:
+    # The round has a call waiting for approval and a slow call still running; the decision's
+    # launch arrives while the driver is busy. The driver must go round again, else the turn
+    # would stay paused with its decision unapplied.
+    from pydantic import BaseModel
+
+    from turnkeep.harness.approvals import decide
+    from turnkeep.harness.state import load_call
+    from turnkeep.tools.base import Tool, ToolContext, ToolResult
+    from turnkeep.tools.builtin import builtin_tools
+
+    class NoArgs(BaseModel):
+        pass
+
+    release = threading.Event()
+
+    def slow(_args: NoArgs, _ctx: ToolContext) -> ToolResult:
+        assert release.wait(30)
+        return ToolResult("slow done")
+
+    runtime = _runtime("launch-local-approval", ScriptedProvider())
+    runtime.deps.tools = lambda _s, _u: [
+        *builtin_tools(),
+        Tool("slow", "waits", NoArgs, slow, isolation="in_process"),
+    ]
+    launcher = LocalLauncher(runtime.deps, workers=2)
+    try:
+        runtime.envelopes.create("s9", "u1")
+        runtime.envelopes.put_host_meta("s9", "u1", {"toolApproval": "echo"})
+        op = _started(runtime, "s9", 'call echo {"text": "a"}\ncall slow {}')
+        launcher.launch("s9", op)
+        call_id = "call_u1_r0_0"
+
+        def parked() -> bool:
+            storage = runtime.deps.open_storage("s9")
+            try:
+                call = load_call(storage, op, call_id)
+            finally:
+                storage.close()
+            return call is not None and call.phase == "awaiting"
+
+        deadline = time.monotonic() + 30
+        while not parked():
+            assert time.monotonic() < deadline, "the call never waited"
+            time.sleep(0.01)
+        decide(runtime.deps, "s9", op, call_id, user_id="u1", decision="approve")
+        launcher.launch("s9", op)  # what the approval route does; the driver is still busy
+        release.set()
+        assert launcher.wait_idle(30)
+        result = turn_result(runtime.deps, "s9", op)
+        assert result is not None
+        assert result.status == "completed"
+    finally:
+        release.set()
+        launcher.shutdown()
+        runtime.close()

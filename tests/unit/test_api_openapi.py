@@ -33,6 +33,7 @@ def test_every_operation_with_a_json_body_documents_400(api: ApiHarness) -> None
         ("/sessions", "post"),
         ("/sessions/{session_id}/meta", "put"),
         ("/sessions/{session_id}/turns", "post"),
+        ("/sessions/{session_id}/turns/{turn_id}/approvals/{call_id}", "post"),
     }
     assert [(p, m) for p, m, op in with_body if "400" not in op["responses"]] == []
 

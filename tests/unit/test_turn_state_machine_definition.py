@@ -43,7 +43,13 @@ def _tasks() -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
     for name, state in _states(_definition()["States"]):
         if state["Type"] != "Task":
             continue
-        placeholder = state["Resource"].removeprefix("${").removesuffix("}")
+        # A Lambda service integration (the approval wait) names its function in Parameters.
+        resource = (
+            state["Parameters"]["FunctionName"]
+            if state["Resource"].startswith("arn:aws:states:::lambda:invoke")
+            else state["Resource"]
+        )
+        placeholder = resource.removeprefix("${").removesuffix("}")
         logical_id = machine["DefinitionSubstitutions"][placeholder]["Fn::GetAtt"].split(".")[0]
         yield name, state, template["Resources"][logical_id]["Properties"]
 
@@ -150,3 +156,27 @@ def test_a_turn_within_the_default_caps_fits_the_execution_history_limit() -> No
     calls = HarnessLimits.model_fields["max_tool_calls_per_round"].default
     events = max_steps * (13 + 7 * calls) + 20
     assert events * 2 <= 25_000  # room for retries (3 events each) and the terminal steps
+
+
+def test_the_approval_wait_runs_on_the_tool_step_function_and_times_out_into_a_denial() -> None:
+    tool_states = _definition()["States"]["RunTools"]["ItemProcessor"]["States"]
+    wait = tool_states["WaitForApproval"]
+
+    assert wait["Resource"] == "arn:aws:states:::lambda:invoke.waitForTaskToken"
+    assert wait["Parameters"]["FunctionName"] == "${ToolStepFunctionArn}"
+    assert wait["Parameters"]["Payload"]["task_token.$"] == "$$.Task.Token"
+    assert wait["TimeoutSecondsPath"] == "$.tool.approval_timeout_seconds"
+    [timeout] = wait["Catch"]
+    assert timeout["ErrorEquals"] == ["States.Timeout"]
+    assert tool_states[timeout["Next"]]["Result"] == "timed_out"
+    assert tool_states[wait["Next"]]["Next"] == "ToolStep"
+    # The tool step after a wait is a new delivery: its idempotency key includes `approval`.
+    assert "approval" in step_events.idempotency_key_expression("tool_step")
+
+
+def test_the_execution_timeout_outlasts_a_default_approval_wait() -> None:
+    # An execution that times out cannot be caught: it must outlast the wait (plus the turn).
+    timeout = _definition()["TimeoutSeconds"]
+    approval = HarnessLimits.model_fields["approval_timeout_seconds"].default
+    wall_clock = HarnessLimits.model_fields["wall_clock_seconds"].default
+    assert timeout > approval + wall_clock + 3600

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import heapq
 import json
 import logging
 import re
@@ -57,7 +58,11 @@ class LocalLauncher:
         self._max_pending = max_pending
         self._lock = threading.Lock()
         self._active: dict[tuple[str, str], Future[None]] = {}
+        self._again: set[tuple[str, str]] = set()
         self._closed = False
+        # One thread for every turn waiting for a person: it re-launches a turn when its
+        # approval request times out (the decision itself re-launches it sooner).
+        self._timers = ApprovalTimers(self._timed_out)
 
     def launch(self, session_id: str, op_id: str) -> None:
         """Queue `resume_turn`; an operation already queued or running is not queued twice."""
@@ -66,7 +71,11 @@ class LocalLauncher:
             if self._closed:
                 raise LaunchError("the local orchestrator is shut down")
             if key in self._active:
-                return  # two drivers of one operation would run its steps concurrently
+                # Two drivers of one operation would run its steps concurrently: the running
+                # one drives it once more when it is done (it may have just paused, missing
+                # the approval decision that asked for this launch).
+                self._again.add(key)
+                return
             if len(self._active) >= self._max_pending:
                 raise LaunchError(
                     f"the local orchestrator already holds {self._max_pending} turns; "
@@ -94,19 +103,42 @@ class LocalLauncher:
         return finding
 
     def _run(self, session_id: str, op_id: str) -> None:
+        key = (session_id, op_id)
         try:
-            result = resume_turn(self.deps, session_id, op_id)
-            logger.info("turn %s of %s ended: %s", op_id, session_id, result.status)
-        except Exception:
-            # resume_turn already ends the turn honestly when it can; this is what it could not.
-            logger.exception("turn %s of session %s could not be driven", op_id, session_id)
+            while True:
+                self._drive_once(session_id, op_id)
+                with self._lock:
+                    if key not in self._again:
+                        self._active.pop(key, None)
+                        break
+                    self._again.discard(key)
         finally:
             with self._lock:
-                self._active.pop((session_id, op_id), None)
+                self._active.pop(key, None)
             try:
                 forget_owner(self.deps, session_id, op_id)
             except Exception:
                 logger.exception("owner record of turn %s of %s not removed", op_id, session_id)
+
+    def _drive_once(self, session_id: str, op_id: str) -> None:
+        try:
+            result = resume_turn(self.deps, session_id, op_id)
+            logger.info("turn %s of %s: %s", op_id, session_id, result.status)
+            if result.status == "awaiting_approval":
+                self._timers.schedule(
+                    time.monotonic() + (result.approval_wait_seconds or 1), session_id, op_id
+                )
+        except Exception:
+            # resume_turn already ends the turn honestly when it can; this is what it could not.
+            logger.exception("turn %s of session %s could not be driven", op_id, session_id)
+
+    def _timed_out(self, session_id: str, op_id: str) -> None:
+        try:
+            self.launch(session_id, op_id)
+        except LaunchError as exc:
+            logger.warning(
+                "turn %s of %s: approval timeout not applied: %s", op_id, session_id, exc
+            )
 
     def pending(self) -> int:
         """Turns queued or running now."""
@@ -130,7 +162,52 @@ class LocalLauncher:
         """Refuse new launches; with `wait`, let queued and running turns finish."""
         with self._lock:
             self._closed = True
+        self._timers.stop()
         self._pool.shutdown(wait=wait, cancel_futures=not wait)
+
+
+class ApprovalTimers:
+    """Deadlines of paused turns on one daemon thread (started on first use): at each deadline
+    `fire(session_id, op_id)` runs. Not durable: start-up re-launches waiting turns, which
+    schedules their deadlines again (`turnkeep.api.serve.resume_unfinished`)."""
+
+    def __init__(self, fire: Callable[[str, str], None]) -> None:
+        self._fire = fire
+        self._heap: list[tuple[float, str, str]] = []
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def schedule(self, when: float, session_id: str, op_id: str) -> None:
+        """Run `fire` at monotonic time `when` (a turn scheduled twice fires twice: harmless,
+        a re-launch of a turn that is not due just pauses it again)."""
+        with self._cond:
+            if self._stopped:
+                return
+            heapq.heappush(self._heap, (when, session_id, op_id))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._loop, name="turnkeep-approval-timers", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+
+    def stop(self) -> None:
+        """Fire nothing more."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopped and (not self._heap or self._heap[0][0] > time.monotonic()):
+                    timeout = self._heap[0][0] - time.monotonic() if self._heap else None
+                    self._cond.wait(timeout)
+                if self._stopped:
+                    return
+                _, session_id, op_id = heapq.heappop(self._heap)
+            self._fire(session_id, op_id)
 
 
 def _record_owner(deps: HarnessDeps, session_id: str, op_id: str) -> None:
@@ -186,3 +263,17 @@ class StepFunctionsLauncher:
             )
         except client.exceptions.ExecutionAlreadyExists:
             logger.info("execution %s already exists; the turn is already launched", op_id)
+
+    def release(self, tokens: list[str]) -> None:
+        """End the approval waits of `tokens` (`SendTaskSuccess`): the execution's tool step
+        then applies the recorded decision (or finds the turn ended). A wait that already
+        ended (the wait step released itself, a timeout) is not an error."""
+        for token in tokens:
+            try:
+                self.client.send_task_success(taskToken=token, output="{}")
+            except (
+                self.client.exceptions.InvalidToken,
+                self.client.exceptions.TaskDoesNotExist,
+                self.client.exceptions.TaskTimedOut,
+            ) as exc:
+                logger.info("approval wait already over: %s", type(exc).__name__)

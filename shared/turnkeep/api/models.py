@@ -12,7 +12,16 @@ TURN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$"
 """Turn (operation) ids: the harness rule, 1-100 characters."""
 
 MetaValue = StrictStr | StrictInt | StrictFloat | StrictBool
-TurnStatus = Literal["idle", "running", "cancelling", "completed", "failed", "aborted", "deleting"]
+TurnStatus = Literal[
+    "idle",
+    "running",
+    "cancelling",
+    "awaiting_approval",
+    "completed",
+    "failed",
+    "aborted",
+    "deleting",
+]
 
 
 class ErrorDetail(BaseModel):
@@ -159,11 +168,13 @@ class Event(BaseModel):
 
     `frame`: provisional streamed deltas of response `response_id` (the running round).
     `entry`: a settled transcript entry; an assistant entry with id == `response_id` supersedes
-    the frames of that response.
+    the frames of that response. `approval_requested` / `approval_decided`: a call waiting
+    for a person (`call_id`, `tool`, `arguments`) and the decision (`decision`, `reason`,
+    `arguments` as edited).
     """
 
     seq: int
-    kind: Literal["frame", "entry"]
+    kind: Literal["frame", "entry", "approval_requested", "approval_decided"]
     response_id: str | None = None
     round: int | None = None
     # frame fields
@@ -178,6 +189,11 @@ class Event(BaseModel):
     interrupted: bool | None = None
     call_id: str | None = None
     stop_reason: str | None = None
+    # approval fields (docs/approvals.md)
+    tool: str | None = None
+    arguments: Any = None
+    decision: str | None = None
+    reason: str | None = None
 
 
 class EventsPage(BaseModel):

@@ -60,6 +60,9 @@ def resume_unfinished(runtime: Runtime, launcher: LocalLauncher) -> list[str]:
         repository.close()
     resumed = []
     for session_id in session_ids:
+        if _relaunch_waiting(runtime, launcher, session_id):
+            resumed.append(session_id)
+            continue
         try:
             finding = inspect_turn(runtime.deps, session_id)
         except ValueError:
@@ -80,6 +83,25 @@ def resume_unfinished(runtime: Runtime, launcher: LocalLauncher) -> list[str]:
             continue
         resumed.append(f"{session_id}/{finding.op_id}")
     return resumed
+
+
+def _relaunch_waiting(runtime: Runtime, launcher: LocalLauncher, session_id: str) -> bool:
+    """Launch a turn that waits for a person again: it pauses at once (no thread held) with its
+    timeout re-armed, or applies a decision recorded before the restart (docs/approvals.md)."""
+    try:
+        envelope = runtime.deps.envelopes.get(session_id)
+    except ValueError:
+        return False
+    meta = envelope.meta if envelope is not None else {}
+    op_id = meta.get("turnRunId")
+    if meta.get("turnStatus") != "awaiting_approval" or not isinstance(op_id, str):
+        return False
+    try:
+        launcher.launch(session_id, op_id)
+    except LaunchError as exc:
+        logger.warning("turn %s of %s (awaiting approval) not re-armed: %s", op_id, session_id, exc)
+        return False
+    return True
 
 
 def check_port(port: int) -> int:

@@ -7,6 +7,7 @@ from typing import Annotated, cast
 
 from fastapi import APIRouter, Query, Response
 
+from turnkeep.api.approvals import wake
 from turnkeep.api.context import ApiContext, Ctx, SessionId, TurnId, User
 from turnkeep.api.errors import ApiError, not_found
 from turnkeep.api.launch import LocalLauncher
@@ -88,6 +89,8 @@ def _free_or_409(ctx: ApiContext, user: str, session_id: str, envelope: Envelope
     """
     running = envelope.meta.get("turnRunId")
     what = "is being deleted" if running == DELETE_MARKER else f"runs turn {running!r}"
+    if envelope.meta.get("turnStatus") == "awaiting_approval":
+        what += " (waiting for an approval: decide it or cancel the turn)"
     if isinstance(ctx.launcher, LocalLauncher) and running != DELETE_MARKER:
         finding = ctx.launcher.take_over(session_id)
         if finding is not None and finding.verdict == "ended":
@@ -111,7 +114,7 @@ def start(
     _check_model(ctx, body.model)
     envelope = ctx.owned(user, session_id)
     meta = envelope.meta
-    if meta.get("turnStatus") in ("running", "cancelling"):
+    if meta.get("turnStatus") in ("running", "cancelling", "awaiting_approval"):
         envelope = _free_or_409(ctx, user, session_id, envelope)
     reserve_turn_start(
         ctx.runtime.envelopes,
@@ -193,6 +196,11 @@ def cancel(
         return CancelView(turn_id=turn_id, status=view.status, cancel_requested=False)
     result = cancel_turn(ctx.runtime.deps, session_id, turn_id)
     status = cast(TurnStatus, result.status)
+    if view.status == "awaiting_approval" and status == "aborted":
+        # The cancel ended a turn that waited for a person: release its waits (docs/approvals.md).
+        if result.wake_tokens:
+            wake(ctx.launcher, session_id, turn_id, result.wake_tokens)
+        return CancelView(turn_id=turn_id, status=status, cancel_requested=True)
     if status != "cancelling":  # the turn ended between our read and the cancel: nothing changed
         response.status_code = 200
         return CancelView(turn_id=turn_id, status=status, cancel_requested=False)

@@ -131,8 +131,11 @@ def _record_or_state(
 
 def _live_status(envelope: Envelope | None, op_id: str) -> TurnStatus:
     meta = envelope.meta if envelope is not None else {}
-    if meta.get("turnRunId") == op_id and meta.get("turnStatus") == "cancelling":
-        return "cancelling"
+    if meta.get("turnRunId") == op_id and meta.get("turnStatus") in (
+        "cancelling",
+        "awaiting_approval",
+    ):
+        return meta["turnStatus"]  # type: ignore[return-value]
     return "running"
 
 

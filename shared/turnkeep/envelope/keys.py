@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 _INT64_MAX: Final = 2**63 - 1
 
 TURN_STATUSES: Final = frozenset(
-    {"idle", "running", "cancelling", "completed", "failed", "aborted"}
+    {"idle", "running", "cancelling", "awaiting_approval", "completed", "failed", "aborted"}
 )
 REASONING_EFFORTS: Final = frozenset({"none", "minimal", "low", "medium", "high"})
 
@@ -188,6 +188,14 @@ _SPECS: Final[tuple[KeySpec, ...]] = (
         "none | minimal | low | medium | high",
     ),
     KeySpec("archived", "host", 5, _flag, "the user archived the session"),
+    KeySpec(
+        "toolApproval",
+        "host",
+        caps.IDENT_MAX_BYTES,
+        _text(caps.IDENT_MAX_BYTES),
+        "comma-separated tool names whose calls wait for a person's approval ('*' = every "
+        "tool); host-owned, so the agent cannot change it (docs/approvals.md)",
+    ),
     # -- worker keys: field-level writes by the harness and the notes tools --------------------
     KeySpec(
         "workingNotes",
@@ -201,7 +209,7 @@ _SPECS: Final[tuple[KeySpec, ...]] = (
         "worker",
         caps.IDENT_MAX_BYTES,
         _choice(TURN_STATUSES),
-        "idle | running | cancelling | completed | failed | aborted",
+        "idle | running | cancelling | awaiting_approval | completed | failed | aborted",
     ),
     KeySpec("turnRunId", "worker", caps.IDENT_MAX_BYTES, _text(caps.IDENT_MAX_BYTES), "turn id"),
     KeySpec(

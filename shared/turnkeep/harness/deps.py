@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -46,7 +46,7 @@ class HarnessLimits(BaseModel):
         ge=60,
         description="a running turn with no end this long after its deadline is abandoned: "
         "a new turn of the session fails it and takes over (longer than any orchestrator "
-        "retry, e.g. the state machine's 3600 s execution timeout)",
+        "retry; a turn waiting for an approval counts from its last request's expiry)",
     )
     max_tool_calls_per_round: int = Field(
         default=32,
@@ -54,6 +54,16 @@ class HarnessLimits(BaseModel):
         le=256,
         description="tool calls of one model round that run; the rest get an error result "
         "(keeps the step payload small)",
+    )
+    approval_timeout_seconds: float = Field(
+        default=86400.0,
+        gt=0,
+        description="a tool call awaiting approval this long is denied as timed out",
+    )
+    workflow_type: Literal["STANDARD", "EXPRESS"] = Field(
+        default="STANDARD",
+        description="the Step Functions workflow driving the turn: EXPRESS cannot wait for an "
+        "approval, so a call needing one fails clearly",
     )
     max_tool_result_bytes: int = Field(
         default=65536, ge=256, description="a longer tool result is cut with an explicit marker"

@@ -60,19 +60,26 @@ class ModelStepOutput(StepIO):
 
 
 class ToolStepInput(StepIO):
-    """Run one tool call of the current round."""
+    """Run one tool call of the current round.
+
+    `approval`: `decided` after an approval wait ended, `timed_out` after it timed out (the
+    call is then denied as timed out unless a decision landed first).
+    """
 
     call_id: str = Field(min_length=1)
+    approval: Literal["none", "decided", "timed_out"] = "none"
 
 
 class ToolStepOutput(StepIO):
     """Outcome of one tool call (its content stays in storage)."""
 
     call_id: str
-    status: Literal["done", "skipped"]
+    status: Literal["done", "skipped", "awaiting_approval"]
     is_error: bool = False
     replayed: bool = False
     interrupted: bool = False
+    approval_timeout_seconds: int | None = None
+    """`awaiting_approval`: whole seconds until the request times out (the wait's timeout)."""
 
 
 class FinishTurnInput(StepIO):
@@ -93,9 +100,14 @@ class TurnResult(StepIO):
     final_entry_id: str | None = None
     rounds: int = 0
     usage: UsageTotals = Field(default_factory=UsageTotals)
+    awaiting_call_ids: list[str] = Field(default_factory=list)
+    """status `awaiting_approval` (a paused turn, not an end): the calls waiting for a person."""
+    approval_wait_seconds: int | None = None
+    """status `awaiting_approval`: seconds until the first of them times out."""
 
 
 class CancelResult(StepIO):
-    """What `cancel_turn` found or did."""
+    """What `cancel_turn` found or did (`wake_tokens`: approval waits to release)."""
 
     status: str
+    wake_tokens: list[str] = Field(default_factory=list)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from turnkeep.harness.approvals import mark_awaiting
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import HarnessError, OperationNotFoundError
 from turnkeep.harness.io import (
@@ -116,7 +117,11 @@ def _drive(
             deps, ModelStepInput(session_id=session_id, op_id=op, round=round_), on_event
         )
         if out.next == "tools":
-            _run_tools(deps, out, on_tool)
+            waiting = _run_tools(deps, out, on_tool)
+            if waiting:
+                # Paused for a person: return without holding a thread; the decision (or the
+                # timeout) launches the turn again and the recorded rounds replay.
+                return _paused(deps, out, waiting)
             round_ = out.next_round
         elif out.next == "model":
             round_ = out.next_round
@@ -149,7 +154,22 @@ def _model_with_retry(
             attempt += 1
 
 
-def _run_tools(deps: HarnessDeps, out: ModelStepOutput, on_tool: ToolListener | None) -> None:
+def _paused(deps: HarnessDeps, out: ModelStepOutput, waiting: list[ToolStepOutput]) -> TurnResult:
+    mark_awaiting(deps, out.session_id, out.op_id)
+    return TurnResult(
+        session_id=out.session_id,
+        op_id=out.op_id,
+        status="awaiting_approval",
+        rounds=out.round + 1,
+        awaiting_call_ids=[w.call_id for w in waiting],
+        approval_wait_seconds=min(w.approval_timeout_seconds or 1 for w in waiting),
+    )
+
+
+def _run_tools(
+    deps: HarnessDeps, out: ModelStepOutput, on_tool: ToolListener | None
+) -> list[ToolStepOutput]:
+    """Run the round's calls; returns those that wait for a person's decision."""
     inputs = [
         ToolStepInput(session_id=out.session_id, op_id=out.op_id, call_id=call_id)
         for call_id in out.call_ids
@@ -163,6 +183,7 @@ def _run_tools(deps: HarnessDeps, out: ModelStepOutput, on_tool: ToolListener | 
     if on_tool is not None:
         for output in outputs:
             _report(deps, output, on_tool)
+    return [o for o in outputs if o.status == "awaiting_approval"]
 
 
 def _report(deps: HarnessDeps, output: ToolStepOutput, on_tool: ToolListener) -> None:

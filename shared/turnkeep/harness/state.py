@@ -38,11 +38,13 @@ CHECKPOINT_NS = "tool.checkpoint"
 MEMO_NS = "tool.memo"
 END_TAG = "end"
 
-TurnStatus = Literal["idle", "running", "cancelling", "completed", "failed", "aborted"]
+TurnStatus = Literal[
+    "idle", "running", "cancelling", "awaiting_approval", "completed", "failed", "aborted"
+]
 TerminalStatus = Literal["completed", "failed", "aborted"]
 TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "aborted"})
 STARTABLE_STATUSES: list[str | None] = [None, "idle", "completed", "failed", "aborted"]
-ACTIVE_STATUSES: frozenset[str] = frozenset({"running", "cancelling"})
+ACTIVE_STATUSES: frozenset[str] = frozenset({"running", "cancelling", "awaiting_approval"})
 """Envelope statuses of a turn that has not ended (yet: the envelope may lag storage)."""
 
 _OP_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
@@ -93,7 +95,29 @@ class OperationState(_Model):
     last_entry_id: str | None = None
 
 
-CallPhase = Literal["pending", "started", "done"]
+CallPhase = Literal["pending", "awaiting", "started", "done"]
+"""`awaiting`: the call needs a person's approval and has no decision yet (docs/approvals.md)."""
+
+ApprovalChoice = Literal["approve", "deny", "edit", "timeout"]
+
+
+class ApprovalDecision(_Model):
+    """What a person decided about one call (`timeout`: nobody did in time; denies)."""
+
+    decision: ApprovalChoice
+    reason: str | None = None
+    arguments: str | None = None
+    """`edit`: the arguments the call runs with (JSON text; the call keeps the model's)."""
+    decided_by: str | None = None
+    decided_at: float
+
+
+class CallApproval(_Model):
+    """The approval request of one call and, once made, its decision."""
+
+    requested_at: float
+    expires_at: float
+    decision: ApprovalDecision | None = None
 
 
 class CallState(_Model):
@@ -109,6 +133,7 @@ class CallState(_Model):
     is_error: bool = False
     replayed: bool = False
     interrupted: bool = False
+    approval: CallApproval | None = None
 
 
 class TurnRecord(_Model):

@@ -41,7 +41,8 @@ class Tool(Generic[A]):
     `isolation`: `"process"` (the default) lets a long-lived server run the call in a worker
     process it can time-limit and kill (`turnkeep.tools.isolation`); `"in_process"` declares the
     tool bounded by design (or bound to live objects of the process) so it always runs in the
-    calling thread.
+    calling thread. `requires_approval`: each call pauses the turn until a person approves,
+    edits or denies it (a session can ask for more through its `toolApproval` host key).
     """
 
     name: str
@@ -50,6 +51,8 @@ class Tool(Generic[A]):
     handler: Callable[[A, ToolContext], ToolResult]
     replay_safe: bool = False
     isolation: Literal["process", "in_process"] = "process"
+    requires_approval: bool = False
+    """Every call waits for a person's decision first (docs/approvals.md)."""
 
     def spec(self) -> ToolSpec:
         """The JSON-schema description the model receives."""

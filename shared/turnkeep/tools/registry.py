@@ -89,6 +89,11 @@ class ToolRegistry:
         tool = self._tools.get(name)
         return tool is not None and tool.replay_safe
 
+    def requires_approval(self, name: str) -> bool:
+        """True if `name` is registered with `requires_approval`."""
+        tool = self._tools.get(name)
+        return tool is not None and tool.requires_approval
+
     def parse_arguments(self, name: str, arguments: str) -> BaseModel | ToolResult:
         """Validated arguments for a call of `name`, or the error result the model should see."""
         tool = self._tools.get(name)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from contextlib import suppress
 
 from turnkeep.envelope import Envelope
+from turnkeep.harness.approvals import approval_pause_seconds
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import FencedWriteError, StepInputError
 from turnkeep.harness.io import ModelStepInput, ModelStepOutput
@@ -158,11 +159,18 @@ def _settle_tool_results(
     fenced commit (with the op state no longer listing them) ahead of the stream, instead of
     riding in the round's settlement. Returns the state and the branch head after it.
     """
+    paused = approval_pause_seconds(storage, state)
     settlement = settle_pending(storage, state, "the tool step did not report a result")
     if not settlement.writes:
         return state, settlement.committed_head
     settled = state.model_copy(
-        update={"pending_call_ids": [], "pending_round": None, "last_entry_id": settlement.head}
+        update={
+            "pending_call_ids": [],
+            "pending_round": None,
+            "last_entry_id": settlement.head,
+            # Time spent waiting for a person does not count against the turn's wall clock.
+            "deadline_at": state.deadline_at + paused,
+        }
     )
     state_write = set_value(op_address(state.op_id), settled.model_dump(mode="json"))
     fenced_commit(storage, state.op_id, [*settlement.writes, state_write])

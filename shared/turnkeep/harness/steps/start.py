@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from turnkeep.envelope import EnvelopeConflictError
+from turnkeep.harness.approvals import latest_expiry
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import SessionNotFoundError, TurnConflictError
 from turnkeep.harness.io import FailTurnInput, StartTurnInput, StartTurnOutput
@@ -96,6 +97,8 @@ def _overdue_seconds(
     state = load_state(storage, running)
     if state is not None:
         deadline = state.deadline_at
+        # A turn waiting for a person is not abandoned before its requests time out.
+        deadline = max(deadline, latest_expiry(storage, state) or deadline)
     else:  # claimed, but its first commit never landed: measure from the claim
         started_ms = meta.get("turnStartedAt")
         if not isinstance(started_ms, int) or isinstance(started_ms, bool):

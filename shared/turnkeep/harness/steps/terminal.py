@@ -4,6 +4,7 @@ asking a running turn to stop (cancel), and reading a turn's terminal result."""
 from __future__ import annotations
 
 from turnkeep.envelope import Envelope, EnvelopeConflictError
+from turnkeep.harness.approvals import awaiting_calls, tokens_of
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import (
     FencedWriteError,
@@ -139,7 +140,11 @@ def cancel_turn(deps: HarnessDeps, session_id: str, op_id: str | None = None) ->
                 session_id,
                 {"turnStatus": "cancelling"},
                 # Not once finish_turn has fenced its completion: the cancel could not win.
-                expect={"turnStatus": ["running"], "turnRunId": [target], "turnFinishing": [None]},
+                expect={
+                    "turnStatus": ["running", "awaiting_approval"],
+                    "turnRunId": [target],
+                    "turnFinishing": [None],
+                },
             )
             status = "cancelling"
         except EnvelopeConflictError:
@@ -156,7 +161,28 @@ def cancel_turn(deps: HarnessDeps, session_id: str, op_id: str | None = None) ->
             record = settle_envelope(deps, storage, session_id, target)
             if record is not None:
                 status = record.status
+            else:
+                return _abort_if_parked(deps, storage, session_id, target)
     return CancelResult(session_id=session_id, op_id=target, status=status)
+
+
+def _abort_if_parked(
+    deps: HarnessDeps, storage: Storage, session_id: str, op_id: str
+) -> CancelResult:
+    """A turn waiting for a person has no step that would observe the cancel: abort it now.
+
+    Its waits (Step Functions task tokens) are returned so the caller releases them; the
+    execution's next step then finds the turn ended. A turn that is not parked is left to its
+    next step, as before.
+    """
+    state = load_state(storage, op_id)
+    if state is None or not awaiting_calls(storage, state):
+        return CancelResult(session_id=session_id, op_id=op_id, status="cancelling")
+    tokens = tokens_of(storage, state)  # read before the terminal commit retires the scope
+    record = commit_terminal(deps, storage, state, "aborted", "cancelled by request")
+    return CancelResult(
+        session_id=session_id, op_id=op_id, status=record.status, wake_tokens=tokens
+    )
 
 
 def commit_terminal(

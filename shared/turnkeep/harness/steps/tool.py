@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from turnkeep.harness import approvals
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import FencedWriteError, StepInputError
 from turnkeep.harness.io import ToolStepInput, ToolStepOutput
@@ -12,6 +13,7 @@ from turnkeep.harness.progress import ToolProgress, fenced_commit
 from turnkeep.harness.recovery import unfinished_text
 from turnkeep.harness.state import (
     CallState,
+    OperationState,
     call_address,
     load_call,
     load_state,
@@ -51,9 +53,43 @@ def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
             raise StepInputError(f"operation {inp.op_id!r} has no tool call {inp.call_id!r}")
         if call.phase == "done":
             return _tool_output(inp, "done", call)
-        if cancelling(deps.envelopes.get(inp.session_id), state.op_id):
+        envelope = deps.envelopes.get(inp.session_id)
+        if cancelling(envelope, state.op_id):
             return _tool_output(inp, "skipped")  # the next model step aborts the turn
         registry = deps.registry(state.session_id, state.user_id)
+        if (
+            call.phase == "pending"
+            and call.approval is None
+            and approvals.needs_approval(
+                registry, envelope.meta if envelope is not None else {}, call.name
+            )
+        ):
+            return _gate(deps, storage, state, call, inp)
+        if call.phase == "awaiting":
+            try:
+                call = approvals.expire(
+                    deps, storage, state, call, force=inp.approval == "timed_out"
+                )
+            except FencedWriteError:
+                return _tool_output(inp, "skipped")
+            decision = call.approval.decision if call.approval is not None else None
+            if decision is None:
+                return _awaiting_output(deps, inp, call)
+            if decision.decision in ("deny", "timeout"):
+                denied = call.model_copy(
+                    update={
+                        "phase": "done",
+                        "is_error": True,
+                        "content": approvals.denial_text(
+                            call, decision, deps.limits.approval_timeout_seconds
+                        ),
+                    }
+                )
+                if not _fenced_session_commit(storage, state.op_id, call, denied):
+                    return _tool_output(inp, "skipped")
+                approvals.refresh_status(deps, storage, state)
+                return _tool_output(inp, "done", denied)
+            call = _approved(deps, storage, state, call)
         replayed = False
         if call.phase == "started":
             if not registry.is_replay_safe(call.name):
@@ -87,14 +123,66 @@ def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
             call_id=call.call_id,
             extras={"progress": ctx_progress, "replayed": replayed},
         )
-        result = registry.run_call(call.name, call.arguments, ctx, deps.tool_runner)
+        arguments = approvals.effective_arguments(call)
+        result = registry.run_call(call.name, arguments, ctx, deps.tool_runner)
         content = _cap_result(result.content, deps.limits.max_tool_result_bytes)
+        note = approvals.edited_note(call)
+        if note is not None:  # the model learns its arguments were changed
+            content = f"{note}\n{content}"
         done = started.model_copy(
             update={"phase": "done", "content": content, "is_error": result.is_error}
         )
         if not _fenced_session_commit(storage, state.op_id, started, done):
             return _tool_output(inp, "skipped")
         return _tool_output(inp, "done", done)
+
+
+def _gate(
+    deps: HarnessDeps,
+    storage: Storage,
+    state: OperationState,
+    call: CallState,
+    inp: ToolStepInput,
+) -> ToolStepOutput:
+    """Park a call that needs approval (or, under Express, fail it clearly)."""
+    if deps.limits.workflow_type == "EXPRESS":
+        # An Express workflow cannot wait on a task token (docs/approvals.md).
+        failed = call.model_copy(
+            update={
+                "phase": "done",
+                "is_error": True,
+                "content": f"Error: {call.name} needs a person's approval, and this deployment "
+                "runs turns as Express workflows, which cannot wait for one (approvals need "
+                "WorkflowType STANDARD). The call did not run.",
+            }
+        )
+        if not _fenced_session_commit(storage, state.op_id, call, failed):
+            return _tool_output(inp, "skipped")
+        return _tool_output(inp, "done", failed)
+    parked = approvals.park(deps, storage, state, call)
+    if parked is None:
+        return _tool_output(inp, "skipped")
+    return _awaiting_output(deps, inp, parked)
+
+
+def _approved(
+    deps: HarnessDeps, storage: Storage, state: OperationState, call: CallState
+) -> CallState:
+    """An approved (or edited) call, back to `pending` so it runs like any other call."""
+    approvals.refresh_status(deps, storage, state)
+    return call.model_copy(update={"phase": "pending"})
+
+
+def _awaiting_output(deps: HarnessDeps, inp: ToolStepInput, call: CallState) -> ToolStepOutput:
+    approval = call.approval
+    seconds = approvals.remaining_seconds(approval, deps.clock()) if approval else 1
+    return ToolStepOutput(
+        session_id=inp.session_id,
+        op_id=inp.op_id,
+        call_id=inp.call_id,
+        status="awaiting_approval",
+        approval_timeout_seconds=seconds,
+    )
 
 
 def _settled_tool_output(inp: ToolStepInput, data: Any) -> ToolStepOutput:

@@ -1,0 +1,252 @@
+# ruff: noqa: F811 - the `deployed` fixture is imported from test_state_machine and requested
+"""Approvals on Step Functions: the real definition executed by moto, the real step handlers and
+the API Lambda. The execution waits on `.waitForTaskToken` (token kept in the operation scope);
+the approval route records the decision and sends SendTaskSuccess; the timeout is the wait's own.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.integration.test_state_machine import (  # noqa: F401 - `deployed` is a fixture
+    BUCKET,
+    TABLE,
+    Deployed,
+    _api_event,
+    deployed,
+)
+from tests.support.aws_template import load_template
+from tests.support.iam_policy import (
+    ACCOUNT,
+    REGION,
+    allows,
+    function_statements,
+    recording_aws_calls,
+    required_permissions,
+)
+from tests.support.lambda_host import FakeContext, load_function_module
+from turnkeep import lambda_runtime
+from turnkeep.harness.approvals import token_address
+
+SESSION = "sample-session"  # the sample events' session, owned by their `sub`
+
+Call = Callable[[str, str, dict[str, Any] | None], tuple[int, Any]]
+
+
+def _api(deployed: Deployed, monkeypatch: pytest.MonkeyPatch) -> Call:
+    monkeypatch.setenv("TURNKEEP_STATE_MACHINE_ARN", deployed.state_machine_arn)
+    api = load_function_module("api")
+    sample = _api_event("start_turn", "/")
+
+    def call(method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+        event = copy.deepcopy(sample)
+        path, _, query = path.partition("?")
+        event["rawPath"] = event["requestContext"]["http"]["path"] = path
+        event["rawQueryString"] = query
+        event["requestContext"]["http"]["method"] = method
+        if body is None:
+            event["body"] = None
+            event["headers"].pop("content-length", None)
+        else:
+            event["body"] = json.dumps(body)
+            event["headers"]["content-length"] = str(len(event["body"].encode()))
+        with deployed.host.acting_as("ApiFunction"):
+            answer = api.handler(event, FakeContext(function_name="ApiFunction"))
+        text = answer["body"]
+        return int(answer["statusCode"]), json.loads(text) if text else None
+
+    return call
+
+
+def _paused(call: Call, text: str) -> tuple[str, dict[str, Any]]:
+    """Create the gated session, start a turn; return (turn id, the pending approval) once the
+    execution waits with its token kept."""
+    assert call("POST", "/sessions", {"session_id": SESSION})[0] == 201
+    assert call("PUT", f"/sessions/{SESSION}/meta", {"toolApproval": "echo"})[0] == 200
+    status, started = call("POST", f"/sessions/{SESSION}/turns", {"text": text})
+    assert status == 202, started
+    turn = started["turn_id"]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        pending = call("GET", "/approvals", None)[1]["approvals"]
+        if pending and _token(turn, pending[0]["call_id"]) is not None:
+            return turn, pending[0]
+        time.sleep(0.05)
+    raise AssertionError("the execution never waited for the approval")
+
+
+def _token(turn: str, call_id: str) -> object:
+    deps = lambda_runtime.runtime().deps
+    storage = deps.open_storage(SESSION)
+    try:
+        stored = storage.get_value(token_address(turn, call_id))
+    finally:
+        storage.close()
+    return None if stored is None else stored.value
+
+
+def _finished(deployed: Deployed, turn: str) -> dict[str, Any]:
+    execution = f"{deployed.state_machine_arn.replace(':stateMachine:', ':execution:')}:{turn}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        described: dict[str, Any] = deployed.sfn.describe_execution(executionArn=execution)
+        if described["status"] != "RUNNING":
+            return described
+        time.sleep(0.05)
+    raise AssertionError("the execution did not end")
+
+
+def _tool_results(call: Call, turn: str) -> list[dict[str, Any]]:
+    page = call("GET", f"/sessions/{SESSION}/turns/{turn}/events?limit=100", None)[1]
+    return [
+        part for event in page["events"] if event.get("role") == "tool" for part in event["parts"]
+    ]
+
+
+def _tool_runs(deployed: Deployed) -> list[dict[str, Any]]:
+    return [
+        event
+        for name, event, _error in deployed.host.calls
+        if name == "ToolStepFunction" and "task_token" not in event
+    ]
+
+
+def test_an_approval_through_the_api_lambda_resumes_the_waiting_execution_and_the_tool_runs_once(
+    deployed: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    call = _api(deployed, monkeypatch)
+    turn, pending = _paused(call, 'call echo {"text": "approved hello"}')
+    assert pending["tool"] == "echo"
+    view = call("GET", f"/sessions/{SESSION}/turns/{turn}", None)[1]
+    assert view["status"] == "awaiting_approval"
+
+    status, _ = call(
+        "POST",
+        f"/sessions/{SESSION}/turns/{turn}/approvals/{pending['call_id']}",
+        {"decision": "approve"},
+    )
+    described = _finished(deployed, turn)
+    again, _ = call(
+        "POST",
+        f"/sessions/{SESSION}/turns/{turn}/approvals/{pending['call_id']}",
+        {"decision": "approve"},
+    )
+
+    assert status == 202
+    assert described["status"] == "SUCCEEDED", described
+    results = _tool_results(call, turn)
+    assert [r["content"] for r in results] == ["approved hello"]
+    assert [e["approval"] for e in _tool_runs(deployed)] == ["none", "decided"]
+    assert call("GET", f"/sessions/{SESSION}/turns/{turn}", None)[1]["status"] == "completed"
+    assert again == 409  # a late decision for an ended turn changes nothing
+
+
+def test_a_denial_resumes_the_execution_and_the_model_gets_the_reason(
+    deployed: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    call = _api(deployed, monkeypatch)
+    turn, pending = _paused(call, 'call echo {"text": "x"}')
+
+    status, _ = call(
+        "POST",
+        f"/sessions/{SESSION}/turns/{turn}/approvals/{pending['call_id']}",
+        {"decision": "deny", "reason": "wrong recipient"},
+    )
+    described = _finished(deployed, turn)
+
+    assert status == 202
+    assert described["status"] == "SUCCEEDED", described
+    [result] = _tool_results(call, turn)
+    assert result["is_error"] is True
+    assert "wrong recipient" in result["content"]
+
+
+def test_a_wait_nobody_answers_times_out_into_a_denial(
+    deployed: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TURNKEEP_APPROVAL_TIMEOUT_SECONDS", "2")
+    lambda_runtime.reset_runtime()
+    call = _api(deployed, monkeypatch)
+    turn, _pending = _paused(call, 'call echo {"text": "x"}')
+
+    described = _finished(deployed, turn)
+
+    assert described["status"] == "SUCCEEDED", described
+    [result] = _tool_results(call, turn)
+    assert "timed out" in result["content"]
+    assert [e["approval"] for e in _tool_runs(deployed)] == ["none", "timed_out"]
+
+
+def test_a_cancel_while_waiting_aborts_the_turn_and_ends_the_execution(
+    deployed: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    call = _api(deployed, monkeypatch)
+    turn, pending = _paused(call, 'call echo {"text": "x"}')
+
+    status, cancelled = call("POST", f"/sessions/{SESSION}/turns/{turn}/cancel", None)
+    described = _finished(deployed, turn)
+    late, _ = call(
+        "POST",
+        f"/sessions/{SESSION}/turns/{turn}/approvals/{pending['call_id']}",
+        {"decision": "approve"},
+    )
+
+    assert status == 202
+    assert cancelled["status"] == "aborted"
+    assert described["status"] == "SUCCEEDED", described
+    assert json.loads(described["output"])["model"]["status"] == "aborted"
+    assert late == 409
+    assert _token(turn, pending["call_id"]) is None  # the scope was retired
+
+
+def test_every_aws_call_of_an_approval_is_allowed_by_the_template_policies(
+    deployed: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API's SendTaskSuccess after a decision, and the wait step's own release (a wait
+    that finds nothing left to wait for), checked against template.yaml's statements."""
+    template = load_template()
+    refs = {
+        "SessionTable": TABLE,
+        "SessionTable.Arn": f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{TABLE}",
+        "ProgressBucket": BUCKET,
+        "ProgressBucket.Arn": f"arn:aws:s3:::{BUCKET}",
+        "StoragePrefix": "tk",
+        "TurnStateMachine.Name": deployed.state_machine_arn.rsplit(":", 1)[-1],
+        "AWS::Partition": "aws",
+        "AWS::Region": REGION,
+        "AWS::AccountId": ACCOUNT,
+    }
+    call = _api(deployed, monkeypatch)
+    with recording_aws_calls(deployed.host.current_function) as log:
+        turn, pending = _paused(call, 'call echo {"text": "x"}')
+        path = f"/sessions/{SESSION}/turns/{turn}/approvals/{pending['call_id']}"
+        assert call("POST", path, {"decision": "approve"})[0] == 202
+        _finished(deployed, turn)
+        late_wait = {
+            "session_id": SESSION,
+            "op_id": turn,
+            "round": 0,
+            "call_id": pending["call_id"],
+            "task_token": "a-token-whose-wait-is-over",
+        }
+        with deployed.host.acting_as("ToolStepFunction"):
+            answer = deployed.host.handlers["ToolStepFunction"](
+                late_wait, FakeContext(function_name="ToolStepFunction")
+            )
+        assert answer["status"] == "released"
+
+    sent = {c.function for c in log.calls if c.operation == "SendTaskSuccess"}
+    assert sent == {"ApiFunction", "ToolStepFunction"}
+    denied = [
+        (c.function, p)
+        for c in log.calls
+        for p in required_permissions(c)
+        if not allows(function_statements(template, c.function, refs), p)
+    ]
+    assert denied == []
