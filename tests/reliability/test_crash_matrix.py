@@ -4,6 +4,10 @@ deployment recovers; after each, the turn ended and every invariant holds.
 The turn: two parallel tool calls, then a working-notes write, then the final reply
 (`tests.support.reliability.TURN_TEXT`). Call hooks and recovery paths: see that module.
 CI runs the SQLite matrix; `TURNKEEP_RELIABILITY=full` adds JSONL and AWS (moto).
+
+Found by this matrix: issue #9 bug 1 (before 917c6ee, a crash after the terminal commit left
+the envelope `running` for an ended turn: SQLite call 43, JSONL call 46 of 45/47) and a claimed
+turn with no storage commit yet that SQLite start-up recovery never saw (SQLite call 1).
 """
 
 from __future__ import annotations
@@ -87,67 +91,14 @@ def test_the_turn_without_a_crash_holds_every_invariant(deployment: Deployment) 
     assert check_turn(deployment, run) == []
 
 
-KNOWN_BUGS = {
-    "stuck-running": "envelope says turnStatus='running' but turn",
-    "unlisted-claim": "is stuck: no terminal record, state=False, envelope='running'",
-}
-"""Open bugs the matrix finds, by the problem text that identifies them (see the xfail tests)."""
-
-
-def _known(problem: str) -> str | None:
-    return next((name for name, text in KNOWN_BUGS.items() if text in problem), None)
-
-
-def _points_hit_by(matrix: list[PointResult], bug: str) -> list[PointResult]:
-    return [r for r in matrix if any(_known(p) == bug for p in r.problems)]
-
-
 def test_a_crash_after_any_storage_call_leaves_the_turn_ended_and_consistent(
     matrix: list[PointResult],
 ) -> None:
-    broken = [r for r in matrix if any(_known(p) is None for p in r.problems)]
+    broken = [r for r in matrix if r.problems]
 
     assert len(matrix) > 20  # every call of every step: the matrix is not trivially small
     assert all(r.crash is not None for r in matrix)
     assert broken == []
-
-
-def _expect_bug(request: pytest.FixtureRequest, deployment: Deployment, bug: str) -> None:
-    backends, reason = KNOWN_BUG_BACKENDS[bug]
-    if deployment.name in backends:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-
-
-KNOWN_BUG_BACKENDS = {
-    "stuck-running": (
-        ("sqlite", "jsonl"),  # on AWS the retried finish_turn repairs the envelope itself
-        "issue #9 bug 1 (fixed on branch i9-fixes): a crash after the terminal commit and "
-        "before the envelope update leaves the envelope 'running' for an ended turn; the "
-        "relaunch (model_step -> ended_output -> turn_result) never repairs it",
-    ),
-    "unlisted-claim": (
-        ("sqlite",),
-        "a crash after start_turn's envelope claim and before its first storage commit: SQLite "
-        "list_sessions() does not list the session, so the local start-up recovery never "
-        "relaunches it and the envelope stays 'running' until the abandoned-turn takeover",
-    ),
-}
-
-
-def test_no_crash_point_leaves_the_envelope_running_for_an_ended_turn(
-    request: pytest.FixtureRequest, deployment: Deployment, matrix: list[PointResult]
-) -> None:
-    _expect_bug(request, deployment, "stuck-running")
-
-    assert _points_hit_by(matrix, "stuck-running") == []
-
-
-def test_no_crash_point_leaves_a_claimed_turn_unseen_by_start_up_recovery(
-    request: pytest.FixtureRequest, deployment: Deployment, matrix: list[PointResult]
-) -> None:
-    _expect_bug(request, deployment, "unlisted-claim")
-
-    assert _points_hit_by(matrix, "unlisted-claim") == []
 
 
 def test_every_step_delivered_twice_has_its_effects_once(deployment: Deployment) -> None:
@@ -155,3 +106,20 @@ def test_every_step_delivered_twice_has_its_effects_once(deployment: Deployment)
 
     assert run.invocations  # the steps ran
     assert check_turn(deployment, run) == []
+
+
+def test_a_turn_claimed_but_never_committed_is_ended_by_the_next_server_start(
+    tmp_path: Path,
+) -> None:
+    deployment = LocalDeployment("sqlite", tmp_path)
+    run_local(deployment, None)  # creates the schemas, so call 1 below is the claim
+
+    run = run_local(deployment, 1)  # dies right after start_turn's envelope claim
+
+    assert run.crash == "sqlite COMMIT"
+    assert check_turn(deployment, run) == []
+    store = deployment.envelopes()
+    envelope = store.get(run.session_id)
+    store.close()
+    assert envelope is not None
+    assert envelope.meta["turnStatus"] == "failed"
