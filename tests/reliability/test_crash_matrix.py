@@ -13,7 +13,6 @@ turn with no storage commit yet that SQLite start-up recovery never saw (SQLite 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,42 +22,14 @@ from tests.support.reliability import (
     AwsDeployment,
     Deployment,
     LocalDeployment,
+    PointResult,
     check_turn,
+    crash_matrix,
     run_local,
     run_steps,
 )
 
 BACKENDS = ["sqlite", "jsonl", "aws"] if FULL else ["sqlite"]
-
-
-@dataclass
-class PointResult:
-    """One crash point and what the checks found after recovery."""
-
-    point: str
-    crash: str | None
-    problems: list[str]
-
-
-def crash_matrix(deployment: Deployment) -> list[PointResult]:
-    """Run the turn once per crash point (every call of a clean run) and check each."""
-    results = []
-    if isinstance(deployment, LocalDeployment):
-        clean = run_local(deployment, None)
-        for k in range(1, clean.invocations[0] + 1):
-            run = run_local(deployment, k)
-            results.append(PointResult(f"call {k}", run.crash, check_turn(deployment, run)))
-    else:
-        clean = run_steps(deployment, None)
-        for index, calls in enumerate(clean.invocations):
-            for k in range(1, calls + 1):
-                run = run_steps(deployment, (index, k))
-                results.append(
-                    PointResult(
-                        f"invocation {index} call {k}", run.crash, check_turn(deployment, run)
-                    )
-                )
-    return results
 
 
 @pytest.fixture(scope="module", params=BACKENDS)

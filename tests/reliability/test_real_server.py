@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.reliability.conftest import FULL
-from tests.support.real_server import RealServer, raw_request
+from tests.support.real_server import BODY, DUPLICATES, MALFORMED, RealServer, raw_request
 from tests.support.server_load import USER, kill_run, new_turn_completes
 
 KILLS = 8 if FULL else 2
@@ -48,10 +48,15 @@ def _any_session(url: str) -> str:
     return str(listed[0]["session_id"])
 
 
-@pytest.fixture
-def started(server: RealServer) -> RealServer:
-    server.start()
-    return server
+@pytest.fixture(scope="module")
+def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealServer]:
+    """One server shared by the hostile-client tests (each leaves it serving others)."""
+    running = RealServer(tmp_path_factory.mktemp("shared") / "data")
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
 
 
 def test_slow_loris_clients_do_not_stop_the_server_serving_others(started: RealServer) -> None:
@@ -90,44 +95,20 @@ def test_slow_loris_clients_do_not_stop_the_server_serving_others(started: RealS
     assert started.tracebacks() == ""
 
 
-BODY = b'{"title": "x"}'
-DUPLICATES = {
-    "authorization-two-users": (
-        b"GET /sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        b"Authorization: Bearer dev-alice\r\nAuthorization: Bearer dev-bob\r\n\r\n"
-    ),
-    "authorization-same-twice": (
-        b"GET /sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        b"Authorization: Bearer dev-alice\r\nAuthorization: Bearer dev-alice\r\n\r\n"
-    ),
-    "content-length-conflicting": (
-        b"POST /sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer dev-alice\r\n"
-        b"Content-Type: application/json\r\nContent-Length: 14\r\nContent-Length: 4\r\n\r\n" + BODY
-    ),
-    "host-twice": (
-        b"GET /sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n"
-        b"Authorization: Bearer dev-alice\r\n\r\n"
-    ),
-    "host-twice-unauthenticated-trailing-slash": (
-        b"DELETE /sessions/s-1/ HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n"
-    ),
-}
-
-
 def test_an_identical_content_length_sent_twice_is_collapsed_into_one_body(
     started: RealServer,
 ) -> None:
     # The HTTP parser (h11) replaces identical duplicates by one value, as RFC 9110 §8.6
     # allows; the app never sees two. Conflicting values are refused (above).
     request = (
-        b"POST /sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer dev-alice\r\n"
+        b"POST /sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer dev-cl\r\n"
         b"Content-Type: application/json\r\nContent-Length: 14\r\nContent-Length: 14\r\n\r\n" + BODY
     )
 
     status = raw_request(started.port, request)
 
     assert status == 201
-    listed = httpx.get(f"{started.url}/sessions", headers={"Authorization": "Bearer dev-alice"})
+    listed = httpx.get(f"{started.url}/sessions", headers={"Authorization": "Bearer dev-cl"})
     assert [s["meta"]["title"] for s in listed.json()["sessions"]] == ["x"]
 
 
@@ -139,3 +120,15 @@ def test_duplicate_headers_get_a_clear_4xx_never_a_5xx_or_a_success(
 
     assert 400 <= status < 500, f"{name}: {status}"
     assert started.tracebacks() == ""
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_malformed_requests_get_a_4xx_or_a_closed_connection_never_a_5xx(
+    started: RealServer, name: str
+) -> None:
+    status = raw_request(started.port, MALFORMED[name])
+
+    assert status == 0 or 400 <= status < 500, f"{name}: {status}"
+    assert started.tracebacks() == ""
+    # The server still serves others afterwards.
+    assert httpx.get(f"{started.url}/sessions", headers=USER, timeout=10).status_code == 200

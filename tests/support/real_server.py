@@ -102,3 +102,46 @@ def raw_request(port: int, request: bytes, *, timeout: float = 10.0) -> int:
             data += chunk
     first = data.split(b"\r\n", 1)[0].split()
     return int(first[1]) if len(first) >= 2 and first[1].isdigit() else 0
+
+
+BODY = b'{"title": "x"}'
+DUPLICATES = {
+    "authorization-two-users": (
+        b"GET /sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Authorization: Bearer dev-alice\r\nAuthorization: Bearer dev-bob\r\n\r\n"
+    ),
+    "authorization-same-twice": (
+        b"GET /sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Authorization: Bearer dev-alice\r\nAuthorization: Bearer dev-alice\r\n\r\n"
+    ),
+    "content-length-conflicting": (
+        b"POST /sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer dev-alice\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 14\r\nContent-Length: 4\r\n\r\n" + BODY
+    ),
+    "host-twice": (
+        b"GET /sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n"
+        b"Authorization: Bearer dev-alice\r\n\r\n"
+    ),
+    "host-twice-unauthenticated-trailing-slash": (
+        b"DELETE /sessions/s-1/ HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n"
+    ),
+}
+
+MALFORMED = {
+    "garbage-request-line": b"HELLO THERE\r\n\r\n",
+    "header-without-colon": b"GET /sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nNoColonHere\r\n\r\n",
+    "bad-chunk-size": (
+        b"POST /sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer dev-alice\r\n"
+        b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"
+    ),
+    "chunked-and-content-length": (
+        b"POST /sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer dev-alice\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 14\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n" + BODY + b"\r\n"
+    ),
+    "no-host-http11": b"GET /sessions HTTP/1.1\r\nAuthorization: Bearer dev-alice\r\n\r\n",
+    "oversize-header": (
+        b"GET /sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n"
+    ),
+}
+"""Requests the HTTP parser itself must refuse (4xx) or drop (no answer), never a 5xx."""

@@ -459,6 +459,41 @@ def _drive_execution(invoke: Callable[..., Any], session_id: str, op_id: str) ->
         )
 
 
+# -- the matrix -----------------------------------------------------------------------------
+
+
+@dataclass
+class PointResult:
+    """One crash point and what the checks found after recovery."""
+
+    point: str
+    crash: str | None
+    problems: list[str]
+
+
+def crash_points(deployment: Deployment) -> list[tuple[int, int]]:
+    """Every crash point of a clean run: (invocation, call) pairs (local: invocation 0)."""
+    if isinstance(deployment, LocalDeployment):
+        clean = run_local(deployment, None)
+    else:
+        clean = run_steps(deployment, None)
+    return [(i, k) for i, calls in enumerate(clean.invocations) for k in range(1, calls + 1)]
+
+
+def crash_matrix(deployment: Deployment, *, every: int = 1) -> list[PointResult]:
+    """Run the turn once per crash point (every `every`-th of them) and check each."""
+    results = []
+    for index, k in crash_points(deployment)[::every]:
+        if isinstance(deployment, LocalDeployment):
+            run = run_local(deployment, k)
+            point = f"call {k}"
+        else:
+            run = run_steps(deployment, (index, k))
+            point = f"invocation {index} call {k}"
+        results.append(PointResult(point, run.crash, check_turn(deployment, run)))
+    return results
+
+
 # -- invariants -----------------------------------------------------------------------------
 
 
