@@ -45,6 +45,8 @@ class CrashPlan:
         self._pending_notes: list[str | None] = []
         self.notes_written: str | None = None
         """The working notes of the last envelope write that took effect (tracked, not read)."""
+        self.seqs: list[int] = []
+        """Every sequence a storage commit returned, across crashes and recovery."""
 
     def arm(self, target: int | None) -> None:
         """Start a new simulated process: count from zero, die after call `target` (None: never)."""
@@ -179,6 +181,29 @@ def active(plan: CrashPlan) -> Iterator[CrashPlan]:
         yield plan
     finally:
         ACTIVE.plan = previous
+
+
+class RecordingStorage:
+    """A Storage proxy adding the sequences of every returned commit to `plan.seqs`."""
+
+    def __init__(self, inner: Any, plan: CrashPlan) -> None:
+        self._inner = inner
+        self._plan = plan
+
+    def commit(self, writes: Any, *, guard: Any = None) -> Any:
+        result = self._inner.commit(writes, guard=guard)
+        with self._plan._lock:
+            self._plan.seqs.extend(result.seqs)
+        return result
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._inner.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 def watch_notes(store: EnvelopeStore, plan: CrashPlan) -> EnvelopeStore:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from typing import Any, Protocol
 from tests.support.crash_points import (
     CrashPlan,
     ProcessDeath,
+    RecordingStorage,
     active,
     hook_aws_client,
     jsonl_hooks,
@@ -159,9 +161,9 @@ class LocalDeployment:
         return stack
 
     def process(self) -> HarnessDeps:
-        url = self.storage_url
+        url, plan = self.storage_url, self.plan
         return HarnessDeps(
-            open_storage=lambda session_id: open_storage(url, session_id),
+            open_storage=lambda session_id: RecordingStorage(open_storage(url, session_id), plan),
             envelopes=watch_notes(SqliteEnvelopeStore(self.envelope_path), self.plan),
             provider=ScriptedProvider(),
             clock=self.clock,
@@ -266,9 +268,9 @@ class AwsDeployment:
     def process(self) -> HarnessDeps:
         from turnkeep.envelope.dynamodb import DynamoEnvelopeStore
 
-        repository = self.repository()
+        repository, plan = self.repository(), self.plan
         return HarnessDeps(
-            open_storage=repository.open,
+            open_storage=lambda session_id: RecordingStorage(repository.open(session_id), plan),
             envelopes=watch_notes(DynamoEnvelopeStore(self.ddb, TABLE), self.plan),
             provider=ScriptedProvider(),
             clock=self.clock,
@@ -320,6 +322,7 @@ def new_session(deployment: Deployment) -> str:
     finally:
         store.close()
     deployment.plan.notes_written = NOTES_BEFORE
+    deployment.plan.seqs = []
     return session_id
 
 
@@ -522,7 +525,7 @@ def check_turn(deployment: Deployment, run: TurnRun) -> list[str]:
         leftovers = deployment.scope_leftovers(run.session_id)
         if leftovers:
             problems.append(f"scope state not deleted: {leftovers[:3]} ({len(leftovers)})")
-        problems += _check_sequence(storage)
+        problems += _check_sequence(storage, deployment.plan.seqs)
     finally:
         storage.close()
         store.close()
@@ -600,16 +603,21 @@ def _scope_residue(storage: Storage, ops: list[str]) -> int:
     return left
 
 
-def _check_sequence(storage: Storage) -> list[str]:
-    """Stored sequences are distinct, and the next commit gets a sequence above all of them."""
+def _check_sequence(storage: Storage, returned: list[int]) -> list[str]:
+    """No commit got a sequence another commit got (crashed process and recovery included),
+    stored sequences are distinct, and the next commit gets a sequence above all of them."""
     seqs = [e.seq for e in storage.scan_entries()]
     for namespace in (OP_NS, CALL_NS, RESULT_NS, HEAD_NS):
         seqs += [v.seq for v in storage.scan_values(namespace, "")]
     problems = []
+    reused = sorted(seq for seq, n in Counter(returned).items() if n > 1)
+    if reused:
+        problems.append(f"sequences returned by two commits: {reused}")
     entry_seqs = [e.seq for e in storage.scan_entries()]
     if len(set(entry_seqs)) != len(entry_seqs):
         problems.append("two entries share a sequence")
     probe = storage.commit([set_value(value("reliability.probe", "seq"), 1)])
-    if seqs and probe.first_seq <= max(seqs):
-        problems.append(f"sequence reused: a new commit got {probe.first_seq} ≤ {max(seqs)}")
+    seen = seqs + returned
+    if seen and probe.first_seq <= max(seen):
+        problems.append(f"sequence reused: a new commit got {probe.first_seq} ≤ {max(seen)}")
     return problems
