@@ -64,9 +64,11 @@ def crash_section(backends: list[str], every: dict[str, int], root: Path) -> dic
         survived = sum(not r.problems for r in results)
         stuck += sum(_stuck(r.problems) for r in results)
         sample = "all" if every[backend] == 1 else f"1/{every[backend]}"
+        ended = Counter(r.status for r in results)
         print(
             f"  {backend:<8} {len(results):>6} {survived:>9} {sample:>8} "
-            f"{time.monotonic() - started:>8.1f}"
+            f"{time.monotonic() - started:>8.1f}   turns then: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(ended.items()))
         )
         for r in results:
             if r.problems:

@@ -472,6 +472,8 @@ class PointResult:
     point: str
     crash: str | None
     problems: list[str]
+    status: str = ""
+    """How the crashed turn ended: completed, failed, aborted or never-started."""
 
 
 def crash_points(deployment: Deployment) -> list[tuple[int, int]]:
@@ -493,7 +495,10 @@ def crash_matrix(deployment: Deployment, *, every: int = 1) -> list[PointResult]
         else:
             run = run_steps(deployment, (index, k))
             point = f"invocation {index} call {k}"
-        results.append(PointResult(point, run.crash, check_turn(deployment, run)))
+        with deployment.storage(run.session_id) as storage:
+            record = load_record(storage, run.op_id)
+        status = record.status if record is not None else "never-started"
+        results.append(PointResult(point, run.crash, check_turn(deployment, run), status))
     return results
 
 
