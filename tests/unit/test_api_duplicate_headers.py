@@ -45,3 +45,16 @@ def test_one_of_each_singleton_header_is_served(api: ApiHarness) -> None:
     )
 
     assert answer.status_code == 201
+
+
+def test_every_operation_documents_the_400_a_duplicate_header_gets(api: ApiHarness) -> None:
+    paths = api.client.get("/openapi.json").json()["paths"]
+
+    missing = [
+        (p, m)
+        for p, item in paths.items()
+        for m, op in item.items()
+        if "400" not in op["responses"]
+    ]
+
+    assert missing == []

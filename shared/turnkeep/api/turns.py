@@ -37,7 +37,7 @@ logger = logging.getLogger("turnkeep.api")
 router = APIRouter(
     prefix="/sessions/{session_id}/turns",
     tags=["turns"],
-    responses=error_responses(401, 404, 405, 422, 503),
+    responses=error_responses(400, 401, 404, 405, 422, 503),
 )
 
 EventLimit = Annotated[int, Query(ge=1, le=1000, description="events per page")]
