@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -253,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="a small sample (CI)")
     args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)  # TestClient's httpx notice
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         if args.smoke:
