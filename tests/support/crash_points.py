@@ -11,8 +11,8 @@ Hooks:
   `COMMIT` (one write transaction; the storage and the envelope store both issue
   `BEGIN IMMEDIATE … COMMIT` themselves). Read-only statements are not counted: a crash after a
   read leaves the same stored state as a crash after the write before it.
-- JSONL: the module-level primitives `write_all` and `remove_file` of
-  `turnkeep.storage.jsonl_sidecars` (every append, sidecar creation and unlink goes through them).
+- JSONL: `AppendFile.append`, `create_atomically` and `remove_file` of
+  `turnkeep.storage.jsonl_sidecars` (every append, file creation and unlink goes through them).
 - AWS: botocore `before-call` / `after-call` events on the clients (every request, reads
   included; a request the service refused still counts as a call).
 """
@@ -132,26 +132,37 @@ def sqlite_hooks() -> Iterator[None]:
 
 @contextmanager
 def jsonl_hooks() -> Iterator[None]:
-    """Every JSONL write and unlink inside reports to the active plan."""
-    write_all, remove_file = jsonl_sidecars.write_all, jsonl_sidecars.remove_file
+    """Every JSONL append, atomic file creation and unlink inside reports to the active plan.
 
-    def hooked_write(fd: int, data: bytes) -> None:
-        _before("jsonl write")
-        write_all(fd, data)
-        _after("jsonl write", wrote=True)
+    Hooked whole (not at `write_all`): a failing append truncates what it wrote, so a crash
+    raised inside it would be undone by code a killed process never runs."""
+    append = jsonl_sidecars.AppendFile.append
+    create, remove_file = jsonl_sidecars.create_atomically, jsonl_sidecars.remove_file
+
+    def hooked_append(self: jsonl_sidecars.AppendFile, line: bytes, *, fsync: bool) -> None:
+        _before("jsonl append")
+        append(self, line, fsync=fsync)
+        _after("jsonl append", wrote=True)
+
+    def hooked_create(path: str, content: bytes, *, fsync: bool) -> None:
+        _before("jsonl create")
+        create(path, content, fsync=fsync)
+        _after("jsonl create", wrote=True)
 
     def hooked_remove(path: str) -> None:
         _before("jsonl unlink")
         remove_file(path)
         _after("jsonl unlink", wrote=True)
 
-    jsonl_sidecars.write_all = hooked_write  # type: ignore[assignment]
-    jsonl_sidecars.remove_file = hooked_remove  # type: ignore[assignment]
+    jsonl_sidecars.AppendFile.append = hooked_append  # type: ignore[method-assign]
+    jsonl_sidecars.create_atomically = hooked_create
+    jsonl_sidecars.remove_file = hooked_remove
     try:
         yield
     finally:
-        jsonl_sidecars.write_all = write_all  # type: ignore[assignment]
-        jsonl_sidecars.remove_file = remove_file  # type: ignore[assignment]
+        jsonl_sidecars.AppendFile.append = append  # type: ignore[method-assign]
+        jsonl_sidecars.create_atomically = create
+        jsonl_sidecars.remove_file = remove_file
 
 
 _READS = ("Get", "Query", "Scan", "List", "Describe", "Head", "BatchGet")
