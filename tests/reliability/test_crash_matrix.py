@@ -7,7 +7,10 @@ CI runs the SQLite matrix; `TURNKEEP_RELIABILITY=full` adds JSONL and AWS (moto)
 
 Found by this matrix: issue #9 bug 1 (before 917c6ee, a crash after the terminal commit left
 the envelope `running` for an ended turn: SQLite call 43, JSONL call 46 of 45/47) and a claimed
-turn with no storage commit yet that SQLite start-up recovery never saw (SQLite call 1).
+turn with no storage commit yet that SQLite start-up recovery never saw (SQLite call 1); after
+the local turn owners landed, a kill between the API's `start_turn` and the launcher's owner
+record (SQLite calls 1-3, JSONL 2-4) left an ownerless turn running (the owner is now recorded
+first).
 """
 
 from __future__ import annotations
@@ -83,9 +86,9 @@ def test_a_turn_claimed_but_never_committed_is_ended_by_the_next_server_start(
     tmp_path: Path,
 ) -> None:
     deployment = LocalDeployment("sqlite", tmp_path)
-    run_local(deployment, None)  # creates the schemas, so call 1 below is the claim
+    run_local(deployment, None)  # creates the schemas, so the calls below are the turn's
 
-    run = run_local(deployment, 1)  # dies right after start_turn's envelope claim
+    run = run_local(deployment, 2)  # call 1 records the owner; dies right after call 2, the claim
 
     assert run.crash == "sqlite COMMIT"
     assert check_turn(deployment, run) == []

@@ -336,8 +336,44 @@ def new_session(deployment: Deployment) -> str:
     return session_id
 
 
+def dead_owner() -> Any:
+    """A local turn owner whose process has exited (the simulated process that dies)."""
+    import socket
+    import subprocess
+    import sys
+
+    from turnkeep.local_owner import Owner
+
+    global _DEAD_PID
+    if _DEAD_PID is None:
+        exited = subprocess.Popen([sys.executable, "-c", "pass"])
+        exited.wait()
+        _DEAD_PID = exited.pid
+    # process_start never matches a live process, so even a reused pid reads as gone.
+    return Owner(pid=_DEAD_PID, host=socket.gethostname(), process_start="exited")
+
+
+_DEAD_PID: int | None = None
+
+
+def _own(deps: HarnessDeps, session_id: str, op_id: str) -> None:
+    from turnkeep.local_owner import record_owner
+
+    storage = deps.open_storage(session_id)
+    try:
+        record_owner(storage, op_id, dead_owner())
+    finally:
+        storage.close()
+
+
 def run_local(deployment: LocalDeployment, crash_after: int | None) -> TurnRun:
-    """The turn in one local process dying after call `crash_after`, then a server restart."""
+    """The turn in one local process dying after call `crash_after`, then a server restart.
+
+    The process does what the API's turn start does: records itself as the turn's owner
+    (`LocalLauncher.own`), `start_turn`, `LocalLauncher.launch` (records the owner again), then
+    `resume_turn`. The dying process's owner record names an exited process, as it would after
+    a real kill."""
+
     session_id = new_session(deployment)
     run = TurnRun(session_id, f"op-{uuid.uuid4().hex[:12]}")
     plan = deployment.plan
@@ -345,12 +381,14 @@ def run_local(deployment: LocalDeployment, crash_after: int | None) -> TurnRun:
         plan.arm(crash_after)
         deps = deployment.process()
         try:
+            _own(deps, session_id, run.op_id)  # LocalLauncher.own
             start_turn(
                 deps,
                 StartTurnInput(
                     session_id=session_id, op_id=run.op_id, user_id=USER, text=TURN_TEXT
                 ),
             )
+            _own(deps, session_id, run.op_id)  # LocalLauncher.launch
             resume_turn(deps, session_id, run.op_id)
         except ProcessDeath:
             run.crash = plan.calls[-1] if plan.calls else "?"

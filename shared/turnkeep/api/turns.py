@@ -124,6 +124,9 @@ def start(
     )
     op_id = new_op_id()
     deps = ctx.runtime.deps
+    if isinstance(ctx.launcher, LocalLauncher):
+        # Owner first (docs/local.md): a kill after the claim below must leave an orphan.
+        ctx.launcher.own(session_id, op_id)
     start_turn(
         deps,
         StartTurnInput(
