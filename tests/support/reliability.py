@@ -6,7 +6,7 @@ to a `CrashPlan` (`tests.support.crash_points`). Two ways a deployment recovers:
 - local (SQLite, JSONL; envelopes in SQLite as the local server keeps them): the whole turn runs
   in one process (`start_turn` as the API does, then `resume_turn` as the `LocalLauncher` does).
   A crash kills the process; the restart runs the server's real start-up recovery
-  (`turnkeep.api.__main__.resume_unfinished` on a `LocalLauncher`), then the session is opened
+  (`turnkeep.api.serve.resume_unfinished` on a `LocalLauncher`), then the session is opened
   once more (the next open: JSONL repairs and unlinks leftovers).
 - aws (DynamoDB + S3 under moto): each step is one Lambda invocation as the state machine drives
   it (model → parallel tool calls → model … → finish/fail). A crash kills that invocation; Step
@@ -194,8 +194,8 @@ class LocalDeployment:
 
 def recover_local(deployment: LocalDeployment) -> list[str]:
     """A server restart: the real start-up recovery drives every turn left running to its end."""
-    from turnkeep.api.__main__ import resume_unfinished
     from turnkeep.api.launch import LocalLauncher
+    from turnkeep.api.serve import resume_unfinished
     from turnkeep.runtime import Runtime
     from turnkeep.settings import TurnkeepSettings
 
