@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="a small sample (CI)")
     args = parser.parse_args(argv)
-    warnings.filterwarnings("ignore", category=DeprecationWarning)  # TestClient's httpx notice
+    warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         if args.smoke:
