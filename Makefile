@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup local serve test lint bench clean sam-local-test sam-local-up
+.PHONY: setup local serve test reliability lint bench clean sam-local-test sam-local-up
 
 # Progress lines say what runs; pip prints what it collects and installs (a fresh install
 # takes a minute or two).
@@ -44,6 +44,12 @@ sam-local-test: $(STAMP)
 ## The same stack, kept up until Ctrl-C (for `sam local invoke` and curl against start-api).
 sam-local-up: $(STAMP)
 	$(BIN)/python -m tools.sam_local up
+
+## The whole reliability suite: the crash matrix on SQLite, JSONL and AWS (moto), more kills and
+## races (CI's `make test` runs the SQLite matrix only), then the report with its full figures.
+reliability: $(STAMP)
+	TURNKEEP_RELIABILITY=full $(BIN)/python -m pytest -q -m reliability --timeout 3600 tests/reliability
+	$(BIN)/python bench/reliability_report.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

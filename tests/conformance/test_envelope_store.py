@@ -98,6 +98,20 @@ def test_list_for_owner_returns_only_that_owners_envelopes_oldest_first(
     assert store.list_for_owner("carol") == []
 
 
+def test_local_backends_list_every_session_id_and_dynamodb_declines_the_scan(
+    backend: EnvelopeBackend, store: EnvelopeStore
+) -> None:
+    store.create("s-b", "alice")
+    store.create("s-a", "bob")
+
+    listed = store.local_session_ids()
+
+    if backend.name == "dynamodb":
+        assert listed is None  # a table Scan: the local start-up scan does not use it
+    else:
+        assert listed == ["s-a", "s-b"]
+
+
 def test_delete_removes_the_envelope_and_the_id_can_be_created_again(
     store: EnvelopeStore,
 ) -> None:

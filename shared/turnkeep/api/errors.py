@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from turnkeep.api.headers import duplicated_singleton
 from turnkeep.envelope import (
     EnvelopeClosedError,
     EnvelopeConflictError,
@@ -258,6 +259,7 @@ class _BodyTooLarge(StarletteHTTPException):
 class GuardMiddleware:
     """Outermost guard: refuses oversize bodies (413) and turns an unhandled bug into a JSON 500.
 
+    Also refuses a repeated singleton header (400 `duplicate_header`, `turnkeep.api.headers`).
     Starlette's own server-error handler re-raises after answering; this one answers and logs,
     so uvicorn and Mangum both return the JSON body.
     """
@@ -269,6 +271,15 @@ class GuardMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        duplicated = duplicated_singleton(scope.get("headers", ()))
+        if duplicated is not None:
+            await error_response(
+                400,
+                "duplicate_header",
+                f"the {duplicated} header appears more than once; send it once",
+                field=duplicated,
+            )(scope, receive, send)
             return
         max_bytes = self.max_body_bytes
         length = _content_length(scope)

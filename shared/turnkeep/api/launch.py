@@ -87,6 +87,11 @@ class LocalLauncher:
             future = self._pool.submit(self._run, session_id, op_id)
             self._active[key] = future
 
+    def own(self, session_id: str, op_id: str) -> None:
+        """Record this process as `op_id`'s owner before its `start_turn` claims the session, so
+        a kill between the claim and `launch` leaves an orphan the next start-up resumes."""
+        _record_owner(self.deps, session_id, op_id)
+
     def take_over(self, session_id: str) -> TurnFinding | None:
         """Deal with the session's running turn as its next opener (docs/local.md).
 

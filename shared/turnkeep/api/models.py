@@ -39,8 +39,9 @@ class ErrorBody(BaseModel):
 
 
 _ERROR_DESCRIPTIONS = {
-    400: "bad request: a body the JSON parser gives up on (e.g. a 5000-digit number); for "
-    "PUT meta also a key the host may not set",
+    400: "bad request: a singleton header (Authorization, Content-Length, Host, Content-Type) "
+    "sent twice; a body the JSON parser gives up on (e.g. a 5000-digit number); for PUT meta "
+    "also a key the host may not set",
     401: "no usable identity (JWT `sub` claim; locally `Bearer dev-<user>`)",
     404: "no such session or turn of the caller (another user's answers the same)",
     405: "the path exists, but not with this method",

@@ -55,11 +55,14 @@ def resume_unfinished(runtime: Runtime, launcher: LocalLauncher) -> list[str]:
     """Resume turns whose local owner is gone; repair ended ones; leave driven ones alone."""
     repository = open_repository(runtime.storage_url)
     try:
-        session_ids = repository.list_sessions()
+        session_ids = set(repository.list_sessions())
     finally:
         repository.close()
+    # A turn claimed in the envelope whose start died before its first storage commit has no
+    # storage trace (SQLite lists only sessions that committed): scan the envelopes too.
+    session_ids.update(runtime.envelopes.local_session_ids() or ())
     resumed = []
-    for session_id in session_ids:
+    for session_id in sorted(session_ids):
         if _relaunch_waiting(runtime, launcher, session_id):
             resumed.append(session_id)
             continue

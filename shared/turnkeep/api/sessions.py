@@ -30,7 +30,9 @@ from turnkeep.harness import reconcile_envelope
 from turnkeep.harness.state import STARTABLE_STATUSES
 from turnkeep.storage import open_repository
 
-router = APIRouter(prefix="/sessions", tags=["sessions"], responses=error_responses(401, 405, 503))
+router = APIRouter(
+    prefix="/sessions", tags=["sessions"], responses=error_responses(400, 401, 405, 503)
+)
 _SESSION = error_responses(404, 422)
 
 Cursor = Annotated[

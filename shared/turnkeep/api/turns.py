@@ -38,7 +38,7 @@ logger = logging.getLogger("turnkeep.api")
 router = APIRouter(
     prefix="/sessions/{session_id}/turns",
     tags=["turns"],
-    responses=error_responses(401, 404, 405, 422, 503),
+    responses=error_responses(400, 401, 404, 405, 422, 503),
 )
 
 EventLimit = Annotated[int, Query(ge=1, le=1000, description="events per page")]
@@ -127,6 +127,9 @@ def start(
     )
     op_id = new_op_id()
     deps = ctx.runtime.deps
+    if isinstance(ctx.launcher, LocalLauncher):
+        # Owner first (docs/local.md): a kill after the claim below must leave an orphan.
+        ctx.launcher.own(session_id, op_id)
     start_turn(
         deps,
         StartTurnInput(

@@ -111,6 +111,15 @@ class EnvelopeStore(ABC):
         mine = [e for e in found if e is not None and e.owner_id == oid]
         return sorted(mine, key=lambda e: (e.created_at, e.session_id))
 
+    def local_session_ids(self) -> list[str] | None:
+        """Every session id with an envelope, sorted, for local start-up scans; None when the
+        backend cannot list them cheaply (DynamoDB would need a table Scan)."""
+        self._check_open()
+        return self._session_ids()
+
+    def _session_ids(self) -> list[str] | None:
+        return None
+
     def put_host_meta(
         self, session_id: str, owner_id: str, meta: Mapping[str, MetaScalar]
     ) -> Envelope:

@@ -78,6 +78,10 @@ class MemoryEnvelopeStore(EnvelopeStore):
             row = self.state.rows.get(session_id)
             return None if row is None else self._raw(session_id, row)
 
+    def _session_ids(self) -> list[str]:
+        with self.state.lock:
+            return sorted(self.state.rows)
+
     def _list_owner(self, owner_id: str) -> list[RawEnvelope]:
         with self.state.lock:
             return [self._raw(s, r) for s, r in self.state.rows.items() if r.owner_id == owner_id]

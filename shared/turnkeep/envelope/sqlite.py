@@ -144,6 +144,9 @@ class SqliteEnvelopeStore(EnvelopeStore):
         rows = self._read(f"{_SELECT} WHERE session_id = ?", (session_id,))
         return _raw(rows[0]) if rows else None
 
+    def _session_ids(self) -> list[str]:
+        return [str(r[0]) for r in self._read("SELECT session_id FROM envelopes ORDER BY 1", ())]
+
     def _list_owner(self, owner_id: str) -> list[RawEnvelope]:
         return [_raw(r) for r in self._read(f"{_SELECT} WHERE owner_id = ?", (owner_id,))]
 
