@@ -30,7 +30,7 @@ from turnkeep.storage import Entry
 
 logger = logging.getLogger("turnkeep.api")
 
-router = APIRouter(tags=["approvals"], responses=error_responses(401, 404, 405, 422, 503))
+router = APIRouter(tags=["approvals"], responses=error_responses(400, 401, 404, 405, 422, 503))
 
 CallId = Annotated[
     str,
@@ -83,7 +83,7 @@ _STATUS_CODES = {404: "not_found", 409: "approval_conflict", 422: "invalid_decis
     "/sessions/{session_id}/turns/{turn_id}/approvals/{call_id}",
     status_code=202,
     response_model=DecisionAccepted,
-    responses=error_responses(400, 409),
+    responses=error_responses(409),
 )
 def decide_call(
     *,
