@@ -1,4 +1,4 @@
-"""Conformance: list tags, exclusive cursors, order, limits and stop_at_tag (seed 004 §3)."""
+"""Conformance: list tags, exclusive cursors, order, limits and stop_at_tag (docs/storage.md)."""
 
 from __future__ import annotations
 

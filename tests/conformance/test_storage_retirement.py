@@ -1,4 +1,4 @@
-"""Conformance: retire_scope deletes exactly one scope's lifetime (seed 004 §2.2-§2.3, §9.2)."""
+"""Conformance: retire_scope deletes exactly one scope's lifetime (docs/storage.md)."""
 
 from __future__ import annotations
 

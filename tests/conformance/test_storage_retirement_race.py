@@ -1,4 +1,4 @@
-"""Conformance: retirement cleanup racing later lifetimes of the same scope id (seed §9.3).
+"""Conformance: retirement cleanup racing later lifetimes of the same scope id (docs/storage.md).
 
 A retirement's physical cleanup (JSONL unlink, S3 delete) must be serialized against later
 writes of the reused id, so it can never remove a write of a newer lifetime.

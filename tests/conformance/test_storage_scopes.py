@@ -1,4 +1,4 @@
-"""Conformance: scope identity, address isolation and ephemeral values/lists (seed 004 §2, §9.2)."""
+"""Conformance: scope identity, address isolation and ephemeral values/lists (docs/storage.md)."""
 
 from __future__ import annotations
 

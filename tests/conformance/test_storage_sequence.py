@@ -1,4 +1,4 @@
-"""Conformance: one session-global, strictly increasing sequence (seed 004 §2.5, §9.2)."""
+"""Conformance: one session-global, strictly increasing sequence (docs/storage.md)."""
 
 from __future__ import annotations
 

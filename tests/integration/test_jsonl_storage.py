@@ -1,6 +1,6 @@
-"""JSONL backend: sidecars, retirement boundaries, crash repair and file layout (seed 004 §6, §9.3).
+"""JSONL backend: sidecars, retirement boundaries, crash repair, file layout (docs/jsonl-format.md).
 
-Legacy v3 migration (seed §9.3) does not apply: turnkeep never had a v3 format.
+There is no migration from older formats: turnkeep never wrote a version before the current one.
 """
 
 from __future__ import annotations

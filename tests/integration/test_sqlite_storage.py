@@ -1,4 +1,4 @@
-"""SQLite backend specifics (seed 004 §8, §9.4): schema, atomic retirement, plans, sharing."""
+"""SQLite backend specifics (docs/storage.md): schema, atomic retirement, plans, sharing."""
 
 from __future__ import annotations
 

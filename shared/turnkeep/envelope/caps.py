@@ -17,12 +17,14 @@ KIB: Final = 1024
 #: DynamoDB's item size limit (names + values), the hard ceiling an envelope must fit.
 DYNAMODB_ITEM_MAX_BYTES: Final = 400 * KIB
 
-#: The agent's working-notes block (seed 000). Folded into every model round while non-empty,
-#: so this is first an inference-cost bound (~8-16k tokens per round), then a storage bound.
+#: The agent's working-notes block (docs/envelope.md). Folded into every model round while
+#: non-empty, so this is first an inference-cost bound (~8-16k tokens per round), then a
+#: storage bound.
 WORKING_NOTES_MAX_BYTES: Final = 32768
 
-#: A persona's standing orders, snapshotted on the envelope (the seed's 512 KiB does not fit
-#: DynamoDB; 128 KiB is ~32k tokens of standing orders, already far more than a prompt wants).
+#: A persona's standing orders, snapshotted on the envelope (512 KiB would not fit one
+#: DynamoDB item with the rest, docs/envelope.md; 128 KiB is ~32k tokens of standing orders,
+#: already far more than a prompt wants).
 PERSONA_SNAPSHOT_MAX_BYTES: Final = 128 * KIB
 
 #: `attachedSkills`: a JSON array of skill texts folded after the notes.

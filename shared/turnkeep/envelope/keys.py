@@ -145,7 +145,7 @@ def sanitize_working_notes(value: object) -> str | None:
 
 
 def _notes(value: object) -> MetaScalar | None:
-    # Trim, then: empty = clear (None, the "present empty string" clear of seed 000); over-cap
+    # Trim, then: empty = clear (None, the "present empty string" clear, docs/envelope.md); over-cap
     # is an error, never a truncation.
     if not isinstance(value, str):
         raise _Invalid(f"must be a string, got {type(value).__name__}")

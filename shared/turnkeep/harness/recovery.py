@@ -1,6 +1,6 @@
 """Settling what a step left behind: tool results, interrupted rounds, the terminal commit.
 
-Rules (SPEC §4, seed 004 §5):
+Rules (docs/harness.md, Recovery and idempotency):
 - a tool call is settled as exactly one result entry; a call that never finished gets an
   explicit error result, so the transcript never keeps a call without a result;
 - a model round that crashed mid-stream is recorded from its frames, marked interrupted;

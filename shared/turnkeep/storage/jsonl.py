@@ -1,9 +1,9 @@
 """jsonl:///abs/dir[?fsync=1] — session storage in append-only JSON-lines files.
 
-Layout (seed 004 §6): `{dir}/{session_id}.jsonl` is the main log; scoped (ephemeral) transactions
-go to sidecars `{dir}/{session_id}.jsonl.scopes/scope-{quote_scope_id(id)}.scope`. Files are
-created by writing a `.tmp` file in the same directory and renaming it; `.tmp` files are never
-read as logs and are removed on open.
+Layout (docs/jsonl-format.md): `{dir}/{session_id}.jsonl` is the main log; scoped (ephemeral)
+transactions go to sidecars `{dir}/{session_id}.jsonl.scopes/scope-{quote_scope_id(id)}.scope`.
+Files are created by writing a `.tmp` file in the same directory and renaming it; `.tmp` files
+are never read as logs and are removed on open.
 
 Lines (one JSON object each, newline-terminated; docs/jsonl-format.md has examples):
 

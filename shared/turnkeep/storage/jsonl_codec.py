@@ -63,7 +63,7 @@ def encode_session_header(session_id: str, next_seq: int) -> bytes:
 
 
 def encode_scope_header(session_id: str, scope_id: str) -> bytes:
-    """First line of a sidecar (seed §6.1)."""
+    """First line of a sidecar (docs/jsonl-format.md, Files)."""
     header = {
         "v": FORMAT_VERSION,
         "kind": "scope_header",

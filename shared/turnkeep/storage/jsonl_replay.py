@@ -1,4 +1,4 @@
-"""Open/replay of a JSONL session (seed 004 §6.3 steps 1-9) into a MemoryState."""
+"""Open/replay of a JSONL session (docs/jsonl-format.md, Open (replay)) into a MemoryState."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""sqlite:///abs/file.db — many sessions in one SQLite file (seed 004 §8).
+"""sqlite:///abs/file.db — many sessions in one SQLite file (docs/storage.md, SQLite backend).
 
 Schema: `sessions` (next_seq + stats totals per session), `scalar_values` and `list_values`
 (WITHOUT ROWID, primary keys lead with session_id, scope_id; scope_id '' is the session scope),
