@@ -229,7 +229,7 @@ def test_a_compaction_request_gets_a_deterministic_summary_counting_earlier_mess
         summary == "Earlier conversation: 2 user messages. First: 'first thing'. Latest: 'second'."
     )
     assert ScriptedProvider().complete(again).message.text == (
-        "Earlier conversation: 3 user messages. First: 'third'. Latest: 'third'."
+        "Earlier conversation: 3 user messages. First: 'first thing'. Latest: 'third'."
     )
     assert ScriptedProvider().complete(first).message.text == summary
 

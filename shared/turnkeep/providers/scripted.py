@@ -24,7 +24,8 @@ the output reserve exceed the context window (`scripted?context=N&reserve=N`) fa
 ``FatalModelError(code="context_length")``, as a real provider's does. A compaction request
 (system prompt = `turnkeep.compaction.COMPACTION_SYSTEM_PROMPT`) is answered with a
 deterministic summary: ``Earlier conversation: N user messages. First: '…'. Latest: '…'.``
-(N counts the previous summary's messages too; quotes are cut at 80 characters).
+(N and the first message carry over from the previous summary; quotes are cut at 80
+characters).
 
 Tool-call ids are ``call_u{n}_r{round}_{i}``: n is the number of the user message in the
 request, raised above any n already used in the request, so ids stay unique when older turns
@@ -234,25 +235,25 @@ def _user_number(messages: tuple[Message, ...], user_index: int) -> int:
     return number
 
 
-_EARLIER = re.compile(r"^Earlier conversation: (\d+) user messages", re.MULTILINE)
+_EARLIER = re.compile(r"^Earlier conversation: (\d+) user messages\. First: (.*?)\. Latest: ", re.M)
 
 
 def _summary(request: ModelRequest) -> str:
     """The deterministic summary of a compaction request (see the module docstring)."""
     text = request.messages[-1].text if request.messages else ""
     previous, _, conversation = text.partition(CONVERSATION_LABEL)
-    earlier = 0
-    if previous.startswith(PREVIOUS_SUMMARY_LABEL):
-        found = _EARLIER.search(previous)
-        earlier = int(found.group(1)) if found else 0
     users = [
-        line[len("[user] ") :] for line in conversation.splitlines() if line.startswith("[user] ")
+        line[len("[user] ") :][:80]
+        for line in conversation.splitlines()
+        if line.startswith("[user] ")
     ]
-    first = users[0] if users else ""
-    last = users[-1] if users else ""
+    count, first = len(users), repr(users[0] if users else "")
+    found = _EARLIER.search(previous) if previous.startswith(PREVIOUS_SUMMARY_LABEL) else None
+    if found is not None:  # the first message of the whole conversation stays the first
+        count, first = count + int(found.group(1)), found.group(2)
     return (
-        f"Earlier conversation: {earlier + len(users)} user messages. "
-        f"First: {first[:80]!r}. Latest: {last[:80]!r}."
+        f"Earlier conversation: {count} user messages. "
+        f"First: {first}. Latest: {(users[-1] if users else '')!r}."
     )
 
 
