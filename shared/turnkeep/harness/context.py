@@ -237,7 +237,10 @@ def prepare_round(
     usage = Usage()
     writes: list[Write] = []
     if plan.action == "compaction":
-        summary, usage = _compact(provider, plan, view.calibration, window.input_budget)
+        # After a context_length error the provider's real limit is below the estimate: the
+        # compaction request must stay under the target too.
+        limit = window.input_budget if target is None else min(window.input_budget, target)
+        summary, usage = _compact(provider, plan, view.calibration, window.input_budget, limit)
         writes.append(
             insert_usage(
                 UsageRow(
@@ -295,13 +298,13 @@ def prepare_round(
 
 
 def _compact(
-    provider: ModelProvider, plan: ContextPlan, calibration: float, budget: int
+    provider: ModelProvider, plan: ContextPlan, calibration: float, budget: int, limit: int
 ) -> tuple[str, Usage]:
     """One model call with the compaction prompt over the previous summary and the left-out
-    turns; a summary over its cap is cut visibly."""
+    turns, its input sized to `limit` tokens; a summary over its cap is cut visibly."""
     factor = min(MAX_CALIBRATION, max(MIN_CALIBRATION, calibration))
     cap = summary_cap(budget)
-    room = budget - _calibrated(text_tokens(COMPACTION_SYSTEM_PROMPT), factor) - 64
+    room = limit - _calibrated(text_tokens(COMPACTION_SYSTEM_PROMPT), factor) - 64
     max_chars = max(1000, int(room * CHARS_PER_TOKEN / factor * 0.9))
     text = compaction_input(plan.summary, [i.message for i in plan.dropped], max_chars)
     response = provider.complete(
