@@ -90,7 +90,7 @@ def test_a_few_hundred_turns_on_a_small_budget_keep_answering_with_the_notes_int
         page = transcript_page(storage, None, 5000)
         messages = branch_messages(storage, load_head(storage))
     assert len(page.entries) == sum(types.values())
-    assert [m.text for m in messages if m.role == "user"][0] == "remember the launch code is 4711"
+    assert next(m.text for m in messages if m.role == "user") == "remember the launch code is 4711"
     assert sum(1 for m in messages if m.role == "user") == 302
     # The latest request starts with the summary, which still counts every earlier message.
     last = _main_requests(h)[-1]
@@ -112,9 +112,11 @@ def test_a_compaction_is_an_entry_of_the_session_tree_and_an_event_of_its_turn(
         assert isinstance(data, dict)
         kept = storage.get_entries([str(data["first_kept_id"])])
         events = turn_events(storage, None, str(data["op"]), None, 100)
-    assert kept and kept[0].id.endswith(":user")
+    assert kept
+    assert kept[0].id.endswith(":user")
     assert kept[0].seq < marker.seq
-    assert isinstance(data["summary"], str) and data["summary"].startswith("Earlier conversation")
+    assert isinstance(data["summary"], str)
+    assert data["summary"].startswith("Earlier conversation")
     assert data["tokens_after"] < data["tokens_before"] <= data["budget"]
     named = [e for e in events.events if e.role == "compaction"]
     assert len(named) == 1
@@ -138,7 +140,8 @@ def test_the_window_strategy_leaves_out_whole_old_turns_and_says_so_in_the_turn_
         data = windows[-1].data
         assert isinstance(data, dict)
         events = turn_events(storage, None, str(data["op"]), None, 100)
-    assert data["dropped_turns"] >= 1 and data["summary"] is None
+    assert data["dropped_turns"] >= 1
+    assert data["summary"] is None
     assert [e.role for e in events.events].count("context_window") == 1
     for request in _main_requests(h):
         assert input_token_count(request) <= budget
