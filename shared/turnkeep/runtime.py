@@ -19,6 +19,9 @@ def limits_from_settings(settings: TurnkeepSettings) -> HarnessLimits:
         wall_clock_seconds=settings.wall_clock_seconds,
         frame_interval_ms=settings.frame_interval_ms,
         frame_max_bytes=settings.frame_max_bytes,
+        context_strategy=settings.context_strategy,
+        context_threshold=settings.context_threshold,
+        context_keep=settings.context_keep,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -23,6 +24,15 @@ class TurnkeepSettings(BaseSettings):
     wall_clock_seconds: float = Field(default=300.0, gt=0, description="turn deadline")
     frame_interval_ms: int = Field(default=50, ge=0, description="frame coalescing interval")
     frame_max_bytes: int = Field(default=2048, ge=1, description="frame coalescing size")
+    context_strategy: Literal["compaction", "window"] = Field(
+        default="compaction", description="how a round that outgrows the model's budget shrinks"
+    )
+    context_threshold: float = Field(
+        default=0.8, gt=0, le=1, description="share of the input budget that triggers it"
+    )
+    context_keep: float = Field(
+        default=0.5, gt=0, le=1, description="share of the input budget kept right after it"
+    )
     local_dir: Path = Field(default=Path("./.local"), description="local data directory")
 
     def local_db_url(self) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from turnkeep.envelope import EnvelopeStore
 from turnkeep.harness.transcript import TranscriptCache
@@ -76,6 +76,15 @@ class HarnessLimits(BaseModel):
         description="share of the input budget a request uses right after a compaction or "
         "window (room to grow before the next one)",
     )
+
+    @model_validator(mode="after")
+    def _keep_below_threshold(self) -> HarnessLimits:
+        if self.context_keep > self.context_threshold:
+            raise ValueError(
+                f"context_keep ({self.context_keep}) must not exceed context_threshold "
+                f"({self.context_threshold}): a shrunk request would trigger again at once"
+            )
+        return self
 
 
 def _default_tools(_session_id: str, _user_id: str) -> list[Tool[Any]]:
