@@ -5,7 +5,7 @@ in-process orchestrator and prints, per model round and per tool step: median wa
 storage commits (split into session and operation-scope commits) and envelope writes. A second
 table shows how storage commits of a model round follow the reply length: one frame append per
 50 ms or 2 KiB of reply (coalesced), never one per token. Then long sessions (issue #12,
-`bench/long_session.py`): bytes read and tokens sent per cold model round at 100 / 1,000 /
+`bench/helpers/long_session.py`): bytes read and tokens sent per cold model round at 100 / 1,000 /
 10,000 prior messages with and without compaction on AWS (moto), and a 2,000-turn session on a
 small budget on SQLite and on AWS (moto). `--smoke` runs small sizes only (CI).
 """
@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import long_session
+from helpers import long_session
 
 from turnkeep.envelope import open_envelope_store
 from turnkeep.harness import HarnessDeps, HarnessLimits, orchestrator, run_turn, steps

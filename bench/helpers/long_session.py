@@ -23,7 +23,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.support.aws_template import create_bucket, create_table
 from turnkeep.compaction import is_compaction_request
