@@ -270,7 +270,8 @@ def prepare_round(
         )
     prepared = PreparedRound(request, plan, writes, head, usage, estimated, tokens)
     if plan.action != "none":
-        marker_id = f"{op_id}:r{round_}:{plan.action}"
+        # Not under `{op}:r{round}:`, where tool results live (a call id may be any text).
+        marker_id = f"{op_id}:c{round_}:{plan.action}"
         first_kept = plan.kept[0].entry_id
         data: dict[str, JsonValue] = {
             "op": op_id,
