@@ -53,6 +53,14 @@ class ContextBudgetError(Exception):
     """The round cannot fit the model's budget; the message names both numbers."""
 
 
+class NothingToShrinkError(ContextBudgetError):
+    """Over the budget (or a forced target) with no older turn left to leave out."""
+
+    def __init__(self, message: str, *, verb: str) -> None:
+        super().__init__(message)
+        self.verb = verb
+
+
 def text_tokens(text: str) -> int:
     """The uncalibrated estimate of `text`: 4 characters a token, rounded up."""
     return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
@@ -194,11 +202,12 @@ def plan_context(
     if dropped == 0:
         if target is None and total <= budget:
             return ContextPlan("none", view.items, (), summary, total, total)
-        raise ContextBudgetError(
+        verb = "summarize" if action == "compaction" else "leave out"
+        raise NothingToShrinkError(
             f"context_budget: the request needs about {total} tokens, more than the model's "
             f"input budget of {budget} tokens (context {window.tokens}, "
-            f"{window.output_reserve} reserved for output), and no older turn is left to "
-            f"{'summarize' if action == 'compaction' else 'leave out'}"
+            f"{window.output_reserve} reserved for output), and no older turn is left to {verb}",
+            verb=verb,
         )
     kept = tuple(i for turn in turns[dropped:] for i in turn)
     left_out = tuple(i for turn in turns[:dropped] for i in turn)

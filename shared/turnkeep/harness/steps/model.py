@@ -7,7 +7,12 @@ from collections.abc import Callable
 from contextlib import suppress
 
 from turnkeep.envelope import Envelope
-from turnkeep.harness.context import ContextBudgetError, PreparedRound, prepare_round
+from turnkeep.harness.context import (
+    ContextBudgetError,
+    NothingToShrinkError,
+    PreparedRound,
+    prepare_round,
+)
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import FencedWriteError, StepInputError
 from turnkeep.harness.io import ModelStepInput, ModelStepOutput
@@ -151,6 +156,14 @@ def model_step(
                         # request to half once (compaction or window) and retry the round.
                         try:
                             prepared = shape.prepare(target=max(1, prepared.tokens // 2))
+                        except NothingToShrinkError as inner:
+                            return fail_output(
+                                inp.session_id,
+                                inp.op_id,
+                                inp.round,
+                                f"model error (context_length): {exc} (no older turn to "
+                                f"{inner.verb}, so the round was not retried)",
+                            )
                         except (ContextBudgetError, FatalModelError) as inner:
                             return fail_output(
                                 inp.session_id,
