@@ -171,7 +171,9 @@ def main() -> None:
     print("long sessions (context budget, compaction, bounded reads):")
     long_session.print_cold_rounds([100, 200] if args.smoke else args.prior)
     long_session.many_turns("sqlite", 60 if args.smoke else args.sqlite_turns)
-    long_session.many_turns("aws", 12 if args.smoke else args.aws_turns)
+    long_session.many_turns(
+        "aws", 12 if args.smoke else args.aws_turns, progress=0 if args.smoke else 250
+    )
 
 
 if __name__ == "__main__":
