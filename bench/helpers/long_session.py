@@ -146,31 +146,57 @@ def _deps(open_fn: Any, envelopes: EnvelopeStore, provider: ModelProvider) -> Ha
 
 
 @contextmanager
-def _one_table_copy_per_transaction() -> Iterator[None]:
-    """moto snapshots a table for rollback once per *action* of a TransactWriteItems (a deep
-    copy of the whole table each time, all taken before anything changes). Taking that same
-    snapshot once per table per transaction changes nothing but the time: a session commit of
-    80 actions on a 20,000-item table no longer copies the table 80 times."""
+def _rollback_snapshot_of_touched_items() -> Iterator[None]:
+    """moto snapshots a table for rollback by deep-copying the *whole* table once per action of
+    every TransactWriteItems, so commits slow down as a long session grows (O(actions x table)).
+    This keeps moto's all-or-nothing behaviour with a snapshot of only the items the
+    transaction names (the only ones it can change), restored when it fails."""
     from moto.dynamodb import models
+    from moto.dynamodb.models.dynamo_type import DynamoType
 
     real_copy = models.copy
     original = models.DynamoDBBackend.transact_write_items
 
+    class _TableAsIs:
+        @staticmethod
+        def deepcopy(obj: Any, memo: Any = None) -> Any:
+            return obj if isinstance(obj, models.Table) else real_copy.deepcopy(obj, memo)
+
     def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
-        snapshots: dict[int, Any] = {}
-
-        class _Copy:
-            @staticmethod
-            def deepcopy(obj: Any, memo: Any = None) -> Any:
-                if isinstance(obj, models.Table):
-                    if id(obj) not in snapshots:
-                        snapshots[id(obj)] = real_copy.deepcopy(obj)
-                    return snapshots[id(obj)]
-                return real_copy.deepcopy(obj, memo)
-
-        models.copy = _Copy  # type: ignore[assignment]
+        touched: dict[tuple[int, Any, Any], tuple[Any, Any, Any, Any]] = {}
+        for action in transact_items:
+            _, op = next(iter(action.items()))
+            table = self.tables.get(op.get("TableName"))
+            if table is None:
+                continue
+            raw = op.get("Key") or op.get("Item") or {}
+            if table.hash_key_attr not in raw:
+                continue  # moto rejects it before changing anything
+            hash_key = DynamoType(raw[table.hash_key_attr])
+            range_key = None
+            if table.range_key_attr and table.range_key_attr in raw:
+                range_key = DynamoType(raw[table.range_key_attr])
+            bucket = table.items.get(hash_key)
+            current = bucket if range_key is None or bucket is None else bucket.get(range_key)
+            touched.setdefault(
+                (id(table), hash_key, range_key),
+                (table, hash_key, range_key, real_copy.deepcopy(current)),
+            )
+        models.copy = _TableAsIs  # type: ignore[assignment]
         try:
             original(self, transact_items)
+        except Exception:
+            for table, hash_key, range_key, before in touched.values():
+                if range_key is None:
+                    if before is None:
+                        table.items.pop(hash_key, None)
+                    else:
+                        table.items[hash_key] = before
+                elif before is None:
+                    table.items.get(hash_key, {}).pop(range_key, None)
+                else:
+                    table.items[hash_key][range_key] = before
+            raise
         finally:
             models.copy = real_copy
 
@@ -184,7 +210,7 @@ def _one_table_copy_per_transaction() -> Iterator[None]:
 @contextmanager
 def aws_clients() -> Iterator[tuple[Any, Any]]:
     """moto DynamoDB and S3 clients with the template's table and bucket."""
-    with mock_aws(), _one_table_copy_per_transaction():
+    with mock_aws(), _rollback_snapshot_of_touched_items():
         ddb = boto3.client("dynamodb", region_name=REGION)
         s3 = boto3.client("s3", region_name=REGION)
         create_table(ddb, TABLE)
