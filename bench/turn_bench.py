@@ -4,13 +4,17 @@ Runs turns of two model rounds with two tool calls each (plus a final reply roun
 in-process orchestrator and prints, per model round and per tool step: median wall time and
 storage commits (split into session and operation-scope commits) and envelope writes. A second
 table shows how storage commits of a model round follow the reply length: one frame append per
-50 ms or 2 KiB of reply (coalesced), never one per token. `--smoke` runs a few turns only (CI).
+50 ms or 2 KiB of reply (coalesced), never one per token. Then long sessions (issue #12,
+`bench/helpers/long_session.py`): bytes read and tokens sent per cold model round at 100 / 1,000 /
+10,000 prior messages with and without compaction on AWS (moto), and a 2,000-turn session on a
+small budget on SQLite and on AWS (moto). `--smoke` runs small sizes only (CI).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -18,6 +22,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from helpers import long_session
 
 from turnkeep.envelope import open_envelope_store
 from turnkeep.harness import HarnessDeps, HarnessLimits, orchestrator, run_turn, steps
@@ -153,8 +161,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="a few turns only (CI)")
     parser.add_argument("--turns", type=int, default=50)
+    parser.add_argument(
+        "--prior", type=int, nargs="+", default=[100, 1000, 10000], help="prior messages"
+    )
+    parser.add_argument("--sqlite-turns", type=int, default=2000, help="long session on SQLite")
+    parser.add_argument("--aws-turns", type=int, default=2000, help="long session on moto")
     args = parser.parse_args()
     run(3 if args.smoke else args.turns)
+    print("long sessions (context budget, compaction, bounded reads):")
+    long_session.print_cold_rounds([100, 200] if args.smoke else args.prior)
+    long_session.many_turns("sqlite", 60 if args.smoke else args.sqlite_turns)
+    long_session.many_turns(
+        "aws", 12 if args.smoke else args.aws_turns, progress=0 if args.smoke else 250
+    )
 
 
 if __name__ == "__main__":

@@ -30,6 +30,15 @@ class TurnkeepSettings(BaseSettings):
     workflow_type: Literal["STANDARD", "EXPRESS"] = Field(
         default="STANDARD", description="the template's workflow type (approvals need STANDARD)"
     )
+    context_strategy: Literal["compaction", "window"] = Field(
+        default="compaction", description="how a round that outgrows the model's budget shrinks"
+    )
+    context_threshold: float = Field(
+        default=0.8, gt=0, le=1, description="share of the input budget that triggers it"
+    )
+    context_keep: float = Field(
+        default=0.5, gt=0, le=1, description="share of the input budget kept right after it"
+    )
     local_dir: Path = Field(default=Path("./.local"), description="local data directory")
 
     def local_db_url(self) -> str:

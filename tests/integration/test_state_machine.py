@@ -418,7 +418,11 @@ def test_a_fatal_model_error_ends_the_turn_through_fail_turn_from_model_with_its
     op_id, output = _run(deployed, session, "hello")
 
     assert output["status"] == "failed"
-    assert output["error"] == "model error (context_length): the prompt is too long for this model"
+    # A context_length error with nothing older to compact is not retried, and says so.
+    assert output["error"] == (
+        "model error (context_length): the prompt is too long for this model (no older turn "
+        "to summarize, so the round was not retried)"
+    )
     assert [(name, error) for name, _e, error in deployed.host.calls] == [
         ("ModelStepFunction", None),
         ("FailTurnFunction", None),

@@ -43,3 +43,45 @@ def test_a_bad_cap_is_rejected_naming_the_setting(monkeypatch: pytest.MonkeyPatc
 
     with pytest.raises(ValidationError, match="max_steps"):
         TurnkeepSettings()
+
+
+def test_the_context_strategy_and_threshold_come_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from turnkeep.runtime import limits_from_settings
+
+    monkeypatch.setenv("TURNKEEP_CONTEXT_STRATEGY", "window")
+    monkeypatch.setenv("TURNKEEP_CONTEXT_THRESHOLD", "0.9")
+    monkeypatch.setenv("TURNKEEP_CONTEXT_KEEP", "0.6")
+
+    limits = limits_from_settings(TurnkeepSettings())
+
+    assert (limits.context_strategy, limits.context_threshold, limits.context_keep) == (
+        "window",
+        0.9,
+        0.6,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "complaint"),
+    [
+        ("CONTEXT_STRATEGY", "forget", "context_strategy"),
+        ("CONTEXT_THRESHOLD", "1.5", "context_threshold"),
+        ("CONTEXT_KEEP", "0", "context_keep"),
+    ],
+)
+def test_a_bad_context_setting_is_rejected_naming_it(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, complaint: str
+) -> None:
+    monkeypatch.setenv(f"TURNKEEP_{name}", value)
+
+    with pytest.raises(ValidationError, match=complaint):
+        TurnkeepSettings()
+
+
+def test_keeping_more_than_the_threshold_is_rejected() -> None:
+    from turnkeep.harness import HarnessLimits
+
+    with pytest.raises(ValidationError, match="must not exceed context_threshold"):
+        HarnessLimits(context_threshold=0.5, context_keep=0.7)

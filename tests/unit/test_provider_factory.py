@@ -33,6 +33,45 @@ def test_scripted_options_shape_the_frame_delay_and_the_words_per_frame() -> Non
     assert provider.words_per_frame == 1
 
 
+def test_every_provider_takes_its_context_window_from_the_context_and_reserve_options(
+    bedrock_client: Any,
+) -> None:
+    scripted = provider_from_config("scripted?context=4000&reserve=300")
+    bedrock = provider_from_config(
+        "bedrock:anthropic.claude-3-5-haiku-20241022-v1:0?context=50000&max_tokens=1000",
+        bedrock_client=bedrock_client,
+    )
+    openai = provider_from_config("openai:http://h/v1#m?context=16000&reserve=2000", environ={})
+
+    assert (scripted.context.tokens, scripted.context.output_reserve) == (4000, 300)
+    assert scripted.context.input_budget == 3700
+    # The reply cap is what a round keeps free unless `reserve` says otherwise.
+    assert (bedrock.context.tokens, bedrock.context.output_reserve) == (50000, 1000)
+    assert (openai.context.tokens, openai.context.output_reserve) == (16000, 2000)
+
+
+@pytest.mark.parametrize(
+    ("spec", "tokens", "reserve"),
+    [
+        ("scripted", 128_000, 1024),
+        ("scripted?context=2000", 2000, 500),
+        ("bedrock:anthropic.claude-3-5-haiku-20241022-v1:0", 200_000, DEFAULT_MAX_TOKENS),
+        ("bedrock:eu.amazon.nova-lite-v1:0", 300_000, DEFAULT_MAX_TOKENS),
+        ("bedrock:amazon.nova-micro-v1:0", 128_000, DEFAULT_MAX_TOKENS),
+        ("bedrock:meta.llama3-1-70b-instruct-v1:0", 128_000, DEFAULT_MAX_TOKENS),
+        ("bedrock:some.unknown-model", 32_000, DEFAULT_MAX_TOKENS),
+        ("openai:https://api.openai.com/v1#gpt-4o-mini", 128_000, 4096),
+        ("openai:http://localhost:11434/v1#llama3.1", 8192, 2048),
+    ],
+)
+def test_each_provider_family_has_a_documented_default_context(
+    spec: str, tokens: int, reserve: int, bedrock_client: Any
+) -> None:
+    provider = provider_from_config(spec, bedrock_client=bedrock_client, environ={})
+
+    assert (provider.context.tokens, provider.context.output_reserve) == (tokens, reserve)
+
+
 def test_scripted_spec_builds_the_scripted_provider() -> None:
     from turnkeep.providers.scripted import ScriptedProvider
 
@@ -115,6 +154,12 @@ def test_openai_spec_key_option_is_a_reference_never_a_literal() -> None:
         ("openai:localhost:11434/v1#llama3", "must be an absolute http"),
         ("openai:http://#llama3", "must be an absolute http"),
         ("openai:http://h/v1#m?timeout=-1", "timeout='-1' must be a positive number"),
+        ("scripted?context=0", "context='0' must be a positive integer"),
+        ("scripted?context=lots", "context='lots' must be a positive integer"),
+        ("scripted?context=4000&reserve=-1", "reserve='-1' must be an integer >= 0"),
+        ("scripted?context=4000&reserve=4000", "must be smaller than the context (4000 tokens)"),
+        ("bedrock:m?context=4000&max_tokens=8000", "output reserve (8000 tokens)"),
+        ("openai:http://h/v1#m?context=x", "context='x' must be a positive integer"),
     ],
 )
 def test_malformed_spec_is_a_clear_error_naming_the_problem(spec: str, complaint: str) -> None:

@@ -44,6 +44,7 @@ from turnkeep.harness.state import (
     result_address,
     user_entry_id,
 )
+from turnkeep.harness.transcript import CONTEXT_ENTRY_TYPES
 from turnkeep.storage import Entry, ListElement, Storage
 
 DELETE_MARKER = "__deleting__"
@@ -201,6 +202,9 @@ def message_event(entry: Entry) -> Event:
         and isinstance(round_, int)
         and entry.id == response_id(op, round_)
     )
+    if entry.type in CONTEXT_ENTRY_TYPES:
+        # A compaction / context_window marker: one part of that kind with its figures.
+        parts = [{"kind": entry.type, **data}]
     return Event(
         seq=entry.seq,
         kind="entry",

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from turnkeep.envelope import EnvelopeStore
 from turnkeep.harness.transcript import TranscriptCache
@@ -68,6 +68,34 @@ class HarnessLimits(BaseModel):
     max_tool_result_bytes: int = Field(
         default=65536, ge=256, description="a longer tool result is cut with an explicit marker"
     )
+    context_strategy: Literal["compaction", "window"] = Field(
+        default="compaction",
+        description="when the request outgrows the threshold: summarize the oldest turns into "
+        "a compaction entry, or leave them out (a context_window entry)",
+    )
+    context_threshold: float = Field(
+        default=0.8,
+        gt=0,
+        le=1,
+        description="share of the model's input budget (context - output reserve) a request "
+        "may use before older turns are compacted or left out",
+    )
+    context_keep: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="share of the input budget a request uses right after a compaction or "
+        "window (room to grow before the next one)",
+    )
+
+    @model_validator(mode="after")
+    def _keep_below_threshold(self) -> HarnessLimits:
+        if self.context_keep > self.context_threshold:
+            raise ValueError(
+                f"context_keep ({self.context_keep}) must not exceed context_threshold "
+                f"({self.context_threshold}): a shrunk request would trigger again at once"
+            )
+        return self
 
 
 def _default_tools(_session_id: str, _user_id: str) -> list[Tool[Any]]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from turnkeep.providers.base import Message, Part, TextPart, ToolCallPart, ToolResultPart
-from turnkeep.storage import MESSAGE_ENTRY_TYPE, Entry, JsonValue, Storage
+from turnkeep.storage import MESSAGE_ENTRY_TYPE, Entry, JsonValue, Storage, Value, value
 
 
 class TranscriptDataError(ValueError):
@@ -93,10 +93,60 @@ def branch_messages(storage: Storage, head: str | None) -> list[Message]:
     return TranscriptCache(max_sessions=1).branch_messages(storage, head)
 
 
+COMPACTION_ENTRY_TYPE = "compaction"
+WINDOW_ENTRY_TYPE = "context_window"
+CONTEXT_ENTRY_TYPES = frozenset({COMPACTION_ENTRY_TYPE, WINDOW_ENTRY_TYPE})
+"""Context markers: where the model's view of the branch starts (docs/harness.md)."""
+CONTEXT_START_NS = "context.start"
+
+
+def context_start_address() -> Value:
+    """Session value naming the latest context marker and its first kept entry (bounded reads)."""
+    return value(CONTEXT_START_NS)
+
+
+@dataclass(frozen=True, slots=True)
+class ContextMarker:
+    """A `compaction` or `context_window` entry: the view starts at `first_kept_id`, after
+    `summary` (a compaction's, or one a window carried forward)."""
+
+    entry_id: str
+    type: str
+    first_kept_id: str
+    summary: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ViewItem:
+    """One message of the model's view with what the budget needs to know about it."""
+
+    entry_id: str
+    message: Message
+    turn_start: bool
+    """A turn's user message: windows cut before these only."""
+    known_tokens: int | None
+    """Tokens the provider reported for this message (an assistant reply), if any."""
+
+
+@dataclass(frozen=True, slots=True)
+class BranchView:
+    """The branch from the latest context marker's first kept entry to the head."""
+
+    items: tuple[ViewItem, ...]
+    marker: ContextMarker | None
+    calibration: float
+    """Provider-reported / estimated input tokens of the latest reported round (1.0 if none)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Node:
     parent_id: str | None
     message: Message | None
+    seq: int = 0
+    marker: ContextMarker | None = None
+    turn_start: bool = False
+    known_tokens: int | None = None
+    calibration: float | None = None
 
 
 @dataclass
@@ -109,13 +159,15 @@ class _SessionEntries:
 class TranscriptCache:
     """Decoded entries of recently used sessions, read incrementally by sequence.
 
-    Every model round needs the whole branch. Entries never change once written, so a round
-    reads only the entries committed after the newest one this cache has seen
-    (`scan_entries(after_seq=...)`) instead of the whole session. A branch walk that misses an
-    ancestor (an entry that became visible out of sequence order, a session deleted and created
-    again) drops the session's cache and reads everything once more, so the cache can save
-    reads but never change a transcript. One cache serves one storage location (it is keyed by
-    session id); it keeps the `max_sessions` most recently used sessions.
+    Entries never change once written, so a round reads only the entries committed after the
+    newest one this cache has seen (`scan_entries(after_seq=...)`). A cold read for the model's
+    view (`branch_view`) starts at the latest context marker's first kept entry (named by the
+    session value `context.start`), not at the root. A branch walk that misses an entry it
+    needs (an entry that became visible out of sequence order, a session deleted and created
+    again, a marker that is not on this branch) drops the session's cache and reads everything
+    once more, so the cache can save reads but never change a transcript. One cache serves one
+    storage location (it is keyed by session id); it keeps the `max_sessions` most recently
+    used sessions.
     """
 
     def __init__(self, max_sessions: int = 8) -> None:
@@ -126,17 +178,38 @@ class TranscriptCache:
         self._lock = threading.Lock()
 
     def branch_messages(self, storage: Storage, head: str | None) -> list[Message]:
-        """Messages on the branch from the root to `head` (in order)."""
+        """Every message on the branch from the root to `head` (in order)."""
         if head is None:
             return []
+        path = self._path(storage, head, bounded=False)
+        return [node.message for _, node in path if node.message is not None]
+
+    def branch_view(self, storage: Storage, head: str | None) -> BranchView:
+        """The model's view: messages from the latest context marker's first kept entry (or the
+        root) to `head`, reading only from there when the cache is cold."""
+        if head is None:
+            return BranchView((), None, 1.0)
+        path = self._path(storage, head, bounded=True)
+        marker = next((n.marker for _, n in reversed(path) if n.marker is not None), None)
+        calibration = next((n.calibration for _, n in reversed(path) if n.calibration), 1.0)
+        items = tuple(
+            ViewItem(entry_id, node.message, node.turn_start, node.known_tokens)
+            for entry_id, node in path
+            if node.message is not None
+        )
+        return BranchView(items, marker, calibration)
+
+    def _path(self, storage: Storage, head: str, *, bounded: bool) -> list[tuple[str, _Node]]:
         state = self._session(storage.session_id)
         with state.lock:
+            if state.last_seq is None and bounded:
+                _read_from_marker(storage, state)
             _read_new(storage, state)
-            path = _walk(state.nodes, head)
+            path = _walk(state.nodes, head, bounded=bounded)
             if path is None:
                 state.last_seq, state.nodes = None, {}
                 _read_new(storage, state)
-                path = _walk(state.nodes, head)
+                path = _walk(state.nodes, head, bounded=bounded)
         if path is None:
             raise TranscriptDataError(
                 f"branch head {head!r} or one of its ancestors is not a stored entry"
@@ -154,26 +227,74 @@ class TranscriptCache:
             return state
 
 
+def _node(entry: Entry) -> _Node:
+    data = entry.data if isinstance(entry.data, dict) else {}
+    if entry.type in CONTEXT_ENTRY_TYPES:
+        first_kept = data.get("first_kept_id")
+        summary = data.get("summary")
+        marker = (
+            ContextMarker(
+                entry.id, entry.type, first_kept, summary if isinstance(summary, str) else None
+            )
+            if isinstance(first_kept, str)
+            else None
+        )
+        return _Node(entry.parent_id, None, entry.seq, marker=marker)
+    message = entry_message(entry)
+    known: int | None = None
+    calibration: float | None = None
+    context = data.get("context")
+    if isinstance(context, dict):
+        output = context.get("output_tokens")
+        reported = context.get("input_tokens")
+        estimated = context.get("estimated_input")
+        if isinstance(output, int) and output > 0:
+            known = output
+        if isinstance(reported, int) and isinstance(estimated, int) and reported > 0 < estimated:
+            calibration = reported / estimated
+    turn_start = message is not None and message.role == "user" and data.get("round") == -1
+    return _Node(entry.parent_id, message, entry.seq, None, turn_start, known, calibration)
+
+
 def _read_new(storage: Storage, state: _SessionEntries) -> None:
     for entry in storage.scan_entries(after_seq=state.last_seq):
-        state.nodes[entry.id] = _Node(entry.parent_id, entry_message(entry))
+        state.nodes[entry.id] = _node(entry)
         if state.last_seq is None or entry.seq > state.last_seq:
             state.last_seq = entry.seq
 
 
-def _walk(nodes: dict[str, _Node], head: str) -> list[Message] | None:
-    """The messages from the root to `head`, or None if an entry on the way is unknown."""
-    out: list[Message] = []
+def _read_from_marker(storage: Storage, state: _SessionEntries) -> None:
+    """A cold cache reads from the latest marker's first kept entry on (when there is one)."""
+    start = storage.get_value(context_start_address())
+    pointer = start.value if start is not None else None
+    first_kept = pointer.get("first_kept_id") if isinstance(pointer, dict) else None
+    if not isinstance(first_kept, str):
+        return
+    # Resolved by id, not by a stored sequence: a fork copies entries under new sequences.
+    found = storage.get_entries([first_kept])
+    if found:
+        state.last_seq = max(0, found[0].seq - 1)
+        state.nodes = {}
+
+
+def _walk(nodes: dict[str, _Node], head: str, *, bounded: bool) -> list[tuple[str, _Node]] | None:
+    """The nodes from the start to `head`, or None if an entry on the way is unknown.
+
+    The start is the root, or (bounded) the first kept entry of the latest marker on the way.
+    """
+    out: list[tuple[str, _Node]] = []
     current: str | None = head
-    steps = 0
+    stop_at: str | None = None
     while current is not None:
         node = nodes.get(current)
-        if node is None or steps > len(nodes):
+        if node is None or len(out) > len(nodes):
             return None
-        if node.message is not None:
-            out.append(node.message)
+        out.append((current, node))
+        if current == stop_at:
+            break
+        if bounded and stop_at is None and node.marker is not None:
+            stop_at = node.marker.first_kept_id
         current = node.parent_id
-        steps += 1
     out.reverse()
     return out
 

@@ -13,6 +13,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from turnkeep.providers.context import SCRIPTED_CONTEXT, ContextWindow
+
 # -- transcript ---------------------------------------------------------------------------------
 
 
@@ -215,6 +217,9 @@ class ModelProvider(ABC):
     """A model behind the one streaming interface."""
 
     name: str = "provider"
+    context: ContextWindow = SCRIPTED_CONTEXT
+    """The model's context window; `provider_from_config` sets it from the spec's `context=` and
+    `reserve=` options or the family default (docs/providers.md)."""
 
     @abstractmethod
     def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:

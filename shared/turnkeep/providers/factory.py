@@ -1,8 +1,9 @@
 """Pick a model provider from one configuration string (see docs/providers.md).
 
-    scripted[?delay_ms=N&words_per_frame=N]
-    bedrock:<model id>[?region=R&stream=false&max_tokens=N]
-    openai:<base url>#<model>[?key=<reference>&stream=false&timeout=S&max_tokens=N]
+    scripted[?delay_ms=N&words_per_frame=N&context=N&reserve=N]
+    bedrock:<model id>[?region=R&stream=false&max_tokens=N&context=N&reserve=N]
+    openai:<base url>#<model>[?key=<reference>&stream=false&timeout=S&max_tokens=N
+                              &context=N&reserve=N]
 
 `<reference>` is a credential reference (`env:` / `secretsmanager:` / `ssm:`, see
 turnkeep.providers.credentials); without it the key comes from the environment. Provider modules
@@ -16,6 +17,14 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
 
 from turnkeep.providers.base import FatalModelError, ModelProvider
+from turnkeep.providers.context import (
+    DEFAULT_OUTPUT_RESERVE,
+    SCRIPTED_CONTEXT,
+    ContextWindow,
+    bedrock_context_tokens,
+    context_window,
+    openai_context_tokens,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -24,15 +33,19 @@ if TYPE_CHECKING:
     from mypy_boto3_ssm import SSMClient
 
 SPEC_FORMS = (
-    "scripted[?delay_ms=N&words_per_frame=N]",
-    "bedrock:<model id>[?region=R&stream=false&max_tokens=N]",
-    "openai:<base url>#<model>[?key=<reference>&stream=false&timeout=S&max_tokens=N]",
+    "scripted[?delay_ms=N&words_per_frame=N&context=N&reserve=N]",
+    "bedrock:<model id>[?region=R&stream=false&max_tokens=N&context=N&reserve=N]",
+    "openai:<base url>#<model>[?key=<reference>&stream=false&timeout=S&max_tokens=N"
+    "&context=N&reserve=N]",
 )
 # Every provider's options use one syntax, `kind[:target]?name=value&...`; the scripted model's
 # options are how tests and demos shape it (docs/providers.md lists them all).
-_SCRIPTED_OPTIONS = frozenset({"delay_ms", "words_per_frame"})
-_BEDROCK_OPTIONS = frozenset({"region", "stream", "max_tokens"})
-_OPENAI_OPTIONS = frozenset({"key", "stream", "timeout", "max_tokens"})
+# `context` (tokens of the model's window) and `reserve` (tokens kept free for the reply) are
+# every provider's: the harness budgets each request by them (docs/harness.md).
+_CONTEXT_OPTIONS = frozenset({"context", "reserve"})
+_SCRIPTED_OPTIONS = frozenset({"delay_ms", "words_per_frame"}) | _CONTEXT_OPTIONS
+_BEDROCK_OPTIONS = frozenset({"region", "stream", "max_tokens"}) | _CONTEXT_OPTIONS
+_OPENAI_OPTIONS = frozenset({"key", "stream", "timeout", "max_tokens"}) | _CONTEXT_OPTIONS
 
 
 class ProviderConfigError(FatalModelError, ValueError):
@@ -84,9 +97,17 @@ def _scripted(spec: str, rest: str) -> ModelProvider:
     from turnkeep.providers.scripted import ScriptedProvider
 
     delay_ms = _int(spec, options, "delay_ms", default=0, minimum=0)
+    window = _context(
+        spec,
+        options,
+        default_tokens=SCRIPTED_CONTEXT.tokens,
+        max_tokens=None,
+        default_reserve=SCRIPTED_CONTEXT.output_reserve,
+    )
     return ScriptedProvider(
         words_per_frame=_int(spec, options, "words_per_frame", default=2),
         frame_delay=delay_ms / 1000,
+        context=window,
     )
 
 
@@ -99,13 +120,19 @@ def _bedrock(spec: str, rest: str, client: BedrockRuntimeClient | None) -> Model
         )
     from turnkeep.providers.bedrock import DEFAULT_MAX_TOKENS, BedrockProvider
 
-    return BedrockProvider(
+    max_tokens = _int(spec, options, "max_tokens", default=DEFAULT_MAX_TOKENS)
+    window = _context(
+        spec, options, default_tokens=bedrock_context_tokens(model_id), max_tokens=max_tokens
+    )
+    provider = BedrockProvider(
         model_id,
         client,
         stream=_bool(spec, options, "stream", default=True),
-        max_tokens=_int(spec, options, "max_tokens", default=DEFAULT_MAX_TOKENS),
+        max_tokens=max_tokens,
         region_name=options.get("region"),
     )
+    provider.context = window
+    return provider
 
 
 def _openai(
@@ -136,12 +163,15 @@ def _openai(
     max_tokens = _int(spec, options, "max_tokens", default=0) or None
     timeout = _float(spec, options, "timeout", default=DEFAULT_TIMEOUT)
     stream = _bool(spec, options, "stream", default=True)
+    window = _context(
+        spec, options, default_tokens=openai_context_tokens(model), max_tokens=max_tokens
+    )
     # Options are checked before the key is fetched: a typo costs no Secrets Manager call.
     api_key = resolve_api_key(
         options.get("key"), environ=environ, secrets_client=secrets_client, ssm_client=ssm_client
     )
     try:
-        return OpenAICompatProvider(
+        provider = OpenAICompatProvider(
             base_url,
             model,
             api_key,
@@ -152,6 +182,8 @@ def _openai(
         )
     except ValueError as exc:
         raise ProviderConfigError(f"provider spec {spec!r}: {exc}") from exc
+    provider.context = window
+    return provider
 
 
 # -- options ------------------------------------------------------------------------------------
@@ -177,6 +209,27 @@ def _split_options(spec: str, text: str, allowed: frozenset[str]) -> tuple[str, 
             raise ProviderConfigError(f"provider spec {spec!r}: option {name!r} given twice")
         options[name] = value
     return head.strip(), options
+
+
+def _context(
+    spec: str,
+    options: Mapping[str, str],
+    *,
+    default_tokens: int,
+    max_tokens: int | None,
+    default_reserve: int = DEFAULT_OUTPUT_RESERVE,
+) -> ContextWindow:
+    tokens = _int(spec, options, "context", default=default_tokens)
+    reserve = _int(spec, options, "reserve", default=0, minimum=0) if "reserve" in options else None
+    try:
+        return context_window(
+            tokens=tokens,
+            reserve=reserve,
+            max_tokens=max_tokens,
+            default_reserve=default_reserve,
+        )
+    except ValueError as exc:
+        raise ProviderConfigError(f"provider spec {spec!r}: {exc}") from exc
 
 
 def _bool(spec: str, options: Mapping[str, str], name: str, *, default: bool) -> bool:

@@ -18,6 +18,18 @@ Behaviour (other code and tests rely on it). The command is the last user messag
 With tools off (an empty tool list: the wrap-up round) it never calls a tool and answers
 ``Wrapping up: ...``. Replies stream in several text frames; tool-call arguments stream in two
 pieces; the final response carries usage (characters / 4) and the stop reason.
+
+Context: a request whose input tokens (characters / 4 of the system prompt and messages) plus
+the output reserve exceed the context window (`scripted?context=N&reserve=N`) fails with
+``FatalModelError(code="context_length")``, as a real provider's does. A compaction request
+(system prompt = `turnkeep.compaction.COMPACTION_SYSTEM_PROMPT`) is answered with a
+deterministic summary: ``Earlier conversation: N user messages. First: '…'. Latest: '…'.``
+(N and the first message carry over from the previous summary; quotes are cut at 80
+characters).
+
+Tool-call ids are ``call_u{n}_r{round}_{i}``: n is the number of the user message in the
+request, raised above any n already used in the request, so ids stay unique when older turns
+were left out of the request.
 """
 
 from __future__ import annotations
@@ -28,8 +40,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from turnkeep.compaction import (
+    CONVERSATION_LABEL,
+    PREVIOUS_SUMMARY_LABEL,
+    is_compaction_request,
+)
 from turnkeep.notes.tools import WORKING_NOTES_EMPTY_TEXT
 from turnkeep.providers.base import (
+    FatalModelError,
     Message,
     ModelProvider,
     ModelRequest,
@@ -45,6 +63,7 @@ from turnkeep.providers.base import (
     ToolResultPart,
     Usage,
 )
+from turnkeep.providers.context import SCRIPTED_CONTEXT, ContextWindow
 from turnkeep.system_prompt import WORKING_NOTES_CLOSE, WORKING_NOTES_HEADING, WORKING_NOTES_OPEN
 
 
@@ -114,21 +133,36 @@ class ScriptedProvider(ModelProvider):
 
     name = "scripted"
 
-    def __init__(self, *, words_per_frame: int = 2, frame_delay: float = 0.0) -> None:
+    def __init__(
+        self,
+        *,
+        words_per_frame: int = 2,
+        frame_delay: float = 0.0,
+        context: ContextWindow = SCRIPTED_CONTEXT,
+    ) -> None:
         if words_per_frame < 1:
             raise ValueError(f"words_per_frame must be >= 1, got {words_per_frame}")
         self.words_per_frame = words_per_frame
         self.frame_delay = frame_delay
+        self.context = context
 
     def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """Stream the scripted answer to the request's last user message."""
-        message, stop = self._answer(request)
+        input_tokens = input_token_count(request)
+        if input_tokens + self.context.output_reserve > self.context.tokens:
+            raise FatalModelError(
+                f"scripted: the prompt is too long: {input_tokens} input tokens + "
+                f"{self.context.output_reserve} reserved for output exceed the context window "
+                f"of {self.context.tokens} tokens",
+                code="context_length",
+            )
+        stop: StopReason
+        if is_compaction_request(request.system):
+            message, stop = _reply(_summary(request)), "end_turn"
+        else:
+            message, stop = self._answer(request)
         yield from self._stream_message(message)
-        usage = Usage(
-            input_tokens=_tokens(request.system)
-            + sum(_tokens(_message_text(m)) for m in request.messages),
-            output_tokens=_tokens(_message_text(message)),
-        )
+        usage = Usage(input_tokens=input_tokens, output_tokens=_tokens(_message_text(message)))
         yield ResponseDone(ModelResponse(message, stop, usage, model="scripted"))
 
     # -- script -----------------------------------------------------------------------------
@@ -158,7 +192,7 @@ class ScriptedProvider(ModelProvider):
                 return _reply(f"Wrapping up: tools are off, so I stop here. {_quote(results)}"), (
                     "end_turn"
                 )
-            user_number = sum(1 for m in request.messages[: user_index + 1] if m.role == "user")
+            user_number = _user_number(request.messages, user_index)
             parts = tuple(
                 ToolCallPart(f"call_u{user_number}_r{next_round}_{i}", c.name, c.arguments)
                 for i, c in enumerate(rounds[next_round])
@@ -185,6 +219,47 @@ class ScriptedProvider(ModelProvider):
     def _pause(self) -> None:
         if self.frame_delay > 0:
             time.sleep(self.frame_delay)
+
+
+_CALL_ID = re.compile(r"^call_u(\d+)_r\d+_\d+$")
+
+
+def _user_number(messages: tuple[Message, ...], user_index: int) -> int:
+    """The number of the current user message, above every number earlier calls used."""
+    number = sum(1 for m in messages[: user_index + 1] if m.role == "user")
+    for message in messages[:user_index]:
+        for call in message.tool_calls:
+            matched = _CALL_ID.match(call.id)
+            if matched is not None:
+                number = max(number, int(matched.group(1)) + 1)
+    return number
+
+
+_EARLIER = re.compile(r"^Earlier conversation: (\d+) user messages\. First: (.*?)\. Latest: ", re.M)
+
+
+def _summary(request: ModelRequest) -> str:
+    """The deterministic summary of a compaction request (see the module docstring)."""
+    text = request.messages[-1].text if request.messages else ""
+    previous, _, conversation = text.partition(CONVERSATION_LABEL)
+    users = [
+        line[len("[user] ") :][:80]
+        for line in conversation.splitlines()
+        if line.startswith("[user] ")
+    ]
+    count, first = len(users), repr(users[0] if users else "")
+    found = _EARLIER.search(previous) if previous.startswith(PREVIOUS_SUMMARY_LABEL) else None
+    if found is not None:  # the first message of the whole conversation stays the first
+        count, first = count + int(found.group(1)), found.group(2)
+    return (
+        f"Earlier conversation: {count} user messages. "
+        f"First: {first}. Latest: {(users[-1] if users else '')!r}."
+    )
+
+
+def input_token_count(request: ModelRequest) -> int:
+    """What the scripted model reports as input tokens: characters / 4 of system and messages."""
+    return _tokens(request.system) + sum(_tokens(_message_text(m)) for m in request.messages)
 
 
 def _after_tools(

@@ -8,12 +8,24 @@ from contextlib import suppress
 
 from turnkeep.envelope import Envelope
 from turnkeep.harness.approvals import approval_pause_seconds
+from turnkeep.harness.context import (
+    ContextBudgetError,
+    NothingToShrinkError,
+    PreparedRound,
+    prepare_round,
+)
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import FencedWriteError, StepInputError
 from turnkeep.harness.io import ModelStepInput, ModelStepOutput
 from turnkeep.harness.progress import FrameWriter, fenced_commit, read_frames
 from turnkeep.harness.recovery import settle_pending
-from turnkeep.harness.state import OperationState, load_state, op_address, response_id
+from turnkeep.harness.state import (
+    OperationState,
+    UsageTotals,
+    load_state,
+    op_address,
+    response_id,
+)
 from turnkeep.harness.steps.common import (
     cancelling,
     ended_output,
@@ -27,17 +39,19 @@ from turnkeep.harness.steps.settlement import (
     settle_response,
 )
 from turnkeep.harness.steps.terminal import commit_terminal
-from turnkeep.harness.transcript import model_view
 from turnkeep.providers.base import (
+    FatalModelError,
     ModelError,
+    ModelProvider,
     ModelRequest,
     ModelResponse,
     ResponseDone,
     RetryableModelError,
     StreamEvent,
     ToolSpec,
+    Usage,
 )
-from turnkeep.storage import Storage, set_value
+from turnkeep.storage import JsonValue, Storage, set_value
 from turnkeep.system_prompt import resolve_system_for_meta
 
 EventListener = Callable[[StreamEvent], None]
@@ -113,14 +127,20 @@ def model_step(
         except FencedWriteError:
             return ended_output(deps, storage, inp.session_id, inp.op_id, inp.round)
         registry = deps.registry(state.session_id, state.user_id)
-        request = _request(
+        provider = deps.provider_for(state.model)
+        shape = _RoundShape(
             deps,
             storage,
+            state,
+            provider,
             envelope=envelope,
             head=head,
-            specs=registry.specs(),
-            wrap_up=wrap_up,
+            tools=() if wrap_up else registry.specs(),
         )
+        try:
+            prepared = shape.prepare()
+        except (ContextBudgetError, FatalModelError) as exc:
+            return fail_output(inp.session_id, inp.op_id, inp.round, _context_failure(exc))
         writer = FrameWriter(
             storage,
             state.op_id,
@@ -130,23 +150,131 @@ def model_step(
             max_bytes=deps.limits.frame_max_bytes,
         )
         try:
-            response = _stream(
-                deps, state, request=request, writer=writer, on_event=on_event, wrap_up=wrap_up
-            )
+            for attempt in (0, 1):
+                try:
+                    response = _stream(
+                        provider,
+                        request=prepared.request,
+                        writer=writer,
+                        on_event=on_event,
+                        wrap_up=wrap_up,
+                    )
+                    break
+                except ModelError as exc:
+                    if attempt == 0 and exc.code == "context_length" and not writer.stats.deltas:
+                        # The provider counts differently from the estimate: shrink the
+                        # request to half once (compaction or window) and retry the round.
+                        try:
+                            prepared = shape.prepare(target=max(1, prepared.tokens // 2))
+                        except NothingToShrinkError as inner:
+                            return fail_output(
+                                inp.session_id,
+                                inp.op_id,
+                                inp.round,
+                                f"model error (context_length): {exc} (no older turn to "
+                                f"{inner.verb}, so the round was not retried)",
+                            )
+                        except (ContextBudgetError, FatalModelError) as inner:
+                            return fail_output(
+                                inp.session_id,
+                                inp.op_id,
+                                inp.round,
+                                f"model error (context_length): {exc}; shrinking the context "
+                                f"to retry failed: {_context_failure(inner)}",
+                            )
+                        continue
+                    _flush_quietly(writer)
+                    if exc.retryable:
+                        raise
+                    retried = " (after one compaction and a retry)" if attempt else ""
+                    return fail_output(
+                        inp.session_id,
+                        inp.op_id,
+                        inp.round,
+                        f"model error ({exc.code}){retried}: {exc}",
+                    )
         except FencedWriteError:
             return ended_output(deps, storage, inp.session_id, inp.op_id, inp.round)
-        except ModelError as exc:
-            _flush_quietly(writer)
-            if exc.retryable:
-                raise
-            return fail_output(
-                inp.session_id, inp.op_id, inp.round, f"model error ({exc.code}): {exc}"
-            )
         finally:
             writer.close()
+        usage = prepared.usage
+        settled_state = state
+        if usage.input_tokens or usage.output_tokens:
+            settled_state = state.model_copy(update={"usage": _add_usage(state.usage, usage)})
         return settle_response(
-            deps, storage, state, response, pending_writes=[], head=head, wrap_up=wrap_up
+            deps,
+            storage,
+            settled_state,
+            response,
+            pending_writes=list(prepared.writes),
+            head=prepared.head,
+            wrap_up=wrap_up,
+            context=_context_meta(prepared, response),
         )
+
+
+class _RoundShape:
+    """Builds the round's request within the model's budget (see turnkeep.harness.context)."""
+
+    def __init__(
+        self,
+        deps: HarnessDeps,
+        storage: Storage,
+        state: OperationState,
+        provider: ModelProvider,
+        *,
+        envelope: Envelope | None,
+        head: str | None,
+        tools: tuple[ToolSpec, ...],
+    ) -> None:
+        # The envelope is read at every round, so a note written in round k folds into round
+        # k+1; the fold is the one every path uses (`resolve_system` fed from the envelope).
+        self._system = resolve_system_for_meta(
+            envelope.meta if envelope is not None else {}, deps.default_system
+        )
+        self._view = deps.transcripts.branch_view(storage, head)
+        self._deps, self._state, self._provider = deps, state, provider
+        self._head, self._tools = head, tools
+
+    def prepare(self, *, target: int | None = None) -> PreparedRound:
+        return prepare_round(
+            self._provider,
+            self._view,
+            system=self._system,
+            tools=self._tools,
+            pending=(),  # the previous round's results are entries already
+            limits=self._deps.limits,
+            op_id=self._state.op_id,
+            round_=self._state.round,
+            head=self._head,
+            target=target,
+        )
+
+
+def _context_failure(exc: Exception) -> str:
+    if isinstance(exc, ContextBudgetError):
+        return str(exc)
+    code = getattr(exc, "code", "model_error")
+    return f"model error ({code}) while compacting the context: {exc}"
+
+
+def _add_usage(totals: UsageTotals, usage: Usage) -> UsageTotals:
+    return UsageTotals(
+        input_tokens=totals.input_tokens + usage.input_tokens,
+        output_tokens=totals.output_tokens + usage.output_tokens,
+        cache_read_tokens=totals.cache_read_tokens + usage.cache_read_tokens,
+        cache_write_tokens=totals.cache_write_tokens + usage.cache_write_tokens,
+    )
+
+
+def _context_meta(prepared: PreparedRound, response: ModelResponse) -> dict[str, JsonValue]:
+    """What the next rounds calibrate their estimate with (stored on the response entry)."""
+    usage = response.usage
+    return {
+        "estimated_input": prepared.estimated_input,
+        "input_tokens": usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
+        "output_tokens": usage.output_tokens,
+    }
 
 
 def _settle_tool_results(
@@ -178,15 +306,13 @@ def _settle_tool_results(
 
 
 def _stream(
-    deps: HarnessDeps,
-    state: OperationState,
+    provider: ModelProvider,
     *,
     request: ModelRequest,
     writer: FrameWriter,
     on_event: EventListener | None,
     wrap_up: bool,
 ) -> ModelResponse:
-    provider = deps.provider_for(state.model)
     for event in provider.stream(request):
         if isinstance(event, ResponseDone):
             writer.finish(event.response, wrap_up=wrap_up)
@@ -206,23 +332,3 @@ def _flush_quietly(writer: FrameWriter) -> None:
     # nothing to keep.
     with suppress(FencedWriteError):
         writer.flush()
-
-
-def _request(
-    deps: HarnessDeps,
-    storage: Storage,
-    *,
-    envelope: Envelope | None,
-    head: str | None,
-    specs: tuple[ToolSpec, ...],
-    wrap_up: bool,
-) -> ModelRequest:
-    # The envelope is read at every round, so a note written in round k folds into round k+1;
-    # the fold is the one every path uses (`resolve_system` fed from the envelope meta).
-    system = resolve_system_for_meta(
-        envelope.meta if envelope is not None else {}, deps.default_system
-    )
-    messages = deps.transcripts.branch_messages(storage, head)
-    return ModelRequest(
-        system=system, messages=model_view(messages), tools=() if wrap_up else specs
-    )

@@ -24,6 +24,7 @@ from turnkeep.harness.transcript import entry_data, message_from_json
 from turnkeep.providers.base import Message, ModelResponse
 from turnkeep.storage import (
     MESSAGE_ENTRY_TYPE,
+    JsonValue,
     Storage,
     UsageRow,
     Write,
@@ -42,8 +43,12 @@ def settle_response(
     pending_writes: list[Write],
     head: str | None,
     wrap_up: bool = False,
+    context: dict[str, JsonValue] | None = None,
 ) -> ModelStepOutput:
-    """One session transaction: pending tool results, the response entry, usage, op state."""
+    """One session transaction: pending tool results, the response entry, usage, op state.
+
+    `context` (the request's token estimate, for the budget's calibration) joins the entry.
+    """
     op = state.op_id
     entry_id = response_id(op, state.round)
     calls = response.message.tool_calls
@@ -74,6 +79,7 @@ def settle_response(
                 stop_reason=response.stop_reason,
                 wrap_up=wrap_up,
                 model=response.model,
+                **({"context": context} if context is not None else {}),
             ),
         )
     )
