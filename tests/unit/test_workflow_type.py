@@ -5,6 +5,7 @@ task tokens, with its execution history in CloudWatch Logs (docs/step-functions.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,15 @@ import pytest
 
 from tests.support.aws_template import load_template
 from tools.express_asl import EXPRESS, STANDARD, render_express
-from tools.sam_local.template import STATE_MACHINE, declared_environment, render, resolve
+from tools.sam_local.template import (
+    STATE_MACHINE,
+    declared_environment,
+    deployed_environment,
+    render,
+    resolve,
+)
+from turnkeep.runtime import limits_from_settings
+from turnkeep.settings import TurnkeepSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPRESS_LIMIT_SECONDS = 300  # an Express execution ends at 5 minutes
@@ -123,3 +132,23 @@ def test_an_unknown_workflow_type_is_not_a_deployable_value() -> None:
     parameter = load_template()["Parameters"]["WorkflowType"]
     assert parameter["AllowedValues"] == ["STANDARD", "EXPRESS"]
     assert parameter["Default"] == "STANDARD"
+
+
+@pytest.mark.parametrize(("workflow_type", "wall_clock"), [("STANDARD", 300), ("EXPRESS", 60)])
+def test_the_deployed_environment_gives_each_function_the_types_deadline_and_type(
+    workflow_type: str, wall_clock: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Through the settings the handlers build: a misspelt variable would leave the default.
+    template = load_template()
+    refs = {name: str(spec.get("Default", "x")) for name, spec in template["Parameters"].items()}
+    refs |= {"WorkflowType": workflow_type, "SessionTable": "t", "ProgressBucket": "b"}
+    refs |= {"TurnStateMachine": "m", "TurnExpressStateMachine": "m", "AWS::Region": "us-east-1"}
+    for function_id in ("ApiFunction", "ModelStepFunction", "ToolStepFunction"):
+        for name in list(os.environ):
+            if name.startswith("TURNKEEP_"):
+                monkeypatch.delenv(name)
+        for name, value in deployed_environment(template, function_id, refs).items():
+            monkeypatch.setenv(name, value)
+        limits = limits_from_settings(TurnkeepSettings())
+        assert limits.wall_clock_seconds == wall_clock, function_id
+        assert limits.workflow_type == workflow_type, function_id
