@@ -2,7 +2,9 @@
 interpreter, invoking the real handlers of functions/turn_steps/ against DynamoDB and S3 (moto).
 
 Function names, handlers and ARN substitutions are read from template.yaml, so the test fails if
-the template's wiring and the definition drift apart.
+the template's wiring and the definition drift apart. Every test runs on both values of the
+template's WorkflowType: the template rendered for it (its state machine, definition and
+workflow type), moto executing an EXPRESS machine as it does a STANDARD one.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from tests.support.lambda_host import (
     hosted_lambdas,
     load_function_module,
 )
+from tools.sam_local.template import STATE_MACHINE, render
 from turnkeep import lambda_runtime
 from turnkeep.harness import StartTurnInput, abort_turn, cancel_turn, start_turn
 from turnkeep.harness.state import op_scope
@@ -74,13 +77,19 @@ class Deployed:
     state_machine_arn: str
     host: LambdaHost
     storage_url: str
+    workflow_type: str
+    template: dict[str, Any]  # rendered for workflow_type
+
+
+def _machine(template: dict[str, Any]) -> dict[str, Any]:
+    """The one state machine of a rendered template."""
+    [machine] = [r for r in template["Resources"].values() if r["Type"] == STATE_MACHINE]
+    return machine
 
 
 def _wiring(template: dict[str, Any]) -> dict[str, tuple[str, str]]:
     """Substitution name → (function logical id, handler attribute) from the template."""
-    machine = next(
-        r for r in template["Resources"].values() if r["Type"] == "AWS::Serverless::StateMachine"
-    )
+    machine = _machine(template)
     wiring: dict[str, tuple[str, str]] = {}
     for name, ref in machine["Properties"]["DefinitionSubstitutions"].items():
         logical_id = ref["Fn::GetAtt"].split(".")[0]
@@ -92,8 +101,9 @@ def _wiring(template: dict[str, Any]) -> dict[str, tuple[str, str]]:
     return wiring
 
 
-@pytest.fixture
-def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
+@pytest.fixture(params=["STANDARD", "EXPRESS"])
+def deployed(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[Deployed]:
+    workflow_type: str = request.param
     storage_url = f"aws://?table={TABLE}&bucket={BUCKET}&prefix=tk"
     env = {
         "AWS_DEFAULT_REGION": "us-east-1",
@@ -105,6 +115,7 @@ def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
         "TURNKEEP_MODEL": "scripted",
         "POWERTOOLS_TRACE_DISABLED": "true",
         "POWERTOOLS_METRICS_NAMESPACE": "turnkeep",
+        "TURNKEEP_WORKFLOW_TYPE": workflow_type,
     }
     for key, value in env.items():
         monkeypatch.setenv(key, value)
@@ -113,7 +124,9 @@ def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
         "lambda": {"use_docker": False},
     }
     with mock_aws(config=config):
-        template = load_template()
+        template = render(load_template(), {"WorkflowType": workflow_type})
+        machine = _machine(template)["Properties"]
+        assert machine["Type"] == workflow_type
         create_table(boto3.client("dynamodb"), TABLE, template)
         s3 = boto3.client("s3")
         create_bucket(s3, BUCKET, template)
@@ -135,17 +148,18 @@ def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
             )["FunctionArn"]
             substitutions[name] = arn
             host.handlers[logical_id] = getattr(app, attribute)
-        definition = (ROOT / "statemachine" / "turn.asl.json").read_text(encoding="utf-8")
+        definition = (ROOT / machine["DefinitionUri"]).read_text(encoding="utf-8")
         for name, arn in substitutions.items():
             definition = definition.replace("${" + name + "}", arn)
         assert "${" not in definition
         sfn = boto3.client("stepfunctions")
         machine_arn = sfn.create_state_machine(
-            name="turnkeep-turn", definition=definition, roleArn=role
+            name="turnkeep-turn", definition=definition, roleArn=role, type=workflow_type
         )["stateMachineArn"]
+        assert sfn.describe_state_machine(stateMachineArn=machine_arn)["type"] == workflow_type
         lambda_runtime.reset_runtime()
         with hosted_lambdas(host):
-            yield Deployed(sfn, s3, machine_arn, host, storage_url)
+            yield Deployed(sfn, s3, machine_arn, host, storage_url, workflow_type, template)
         lambda_runtime.reset_runtime()
 
 
@@ -567,7 +581,7 @@ def test_every_aws_call_of_each_function_is_allowed_by_its_template_policy(
     """Runs a turn with tool calls, a turn whose tool crashes, an API turn and a session delete,
     records each function's AWS calls and checks them against its `Policies` in template.yaml."""
     monkeypatch.setenv("TURNKEEP_STATE_MACHINE_ARN", deployed.state_machine_arn)
-    template = load_template()
+    template = deployed.template
     refs = {
         "SessionTable": TABLE,
         "SessionTable.Arn": f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{TABLE}",
@@ -575,6 +589,7 @@ def test_every_aws_call_of_each_function_is_allowed_by_its_template_policy(
         "ProgressBucket.Arn": f"arn:aws:s3:::{BUCKET}",
         "StoragePrefix": "tk",  # the prefix of the fixture's storage URL
         "TurnStateMachine.Name": deployed.state_machine_arn.rsplit(":", 1)[-1],
+        "TurnExpressStateMachine.Name": deployed.state_machine_arn.rsplit(":", 1)[-1],
         "AWS::Partition": "aws",
         "AWS::Region": REGION,
         "AWS::AccountId": ACCOUNT,

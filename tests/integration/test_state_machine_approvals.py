@@ -2,6 +2,8 @@
 """Approvals on Step Functions: the real definition executed by moto, the real step handlers and
 the API Lambda. The execution waits on `.waitForTaskToken` (token kept in the operation scope);
 the approval route records the decision and sends SendTaskSuccess; the timeout is the wait's own.
+Waiting needs a STANDARD workflow: those tests run on STANDARD only, and one shows what an
+EXPRESS deployment does with a call needing approval.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from tests.integration.test_state_machine import (  # noqa: F401 - `deployed` is
     _api_event,
     deployed,
 )
-from tests.support.aws_template import load_template
 from tests.support.iam_policy import (
     ACCOUNT,
     REGION,
@@ -33,6 +34,9 @@ from tests.support.iam_policy import (
 from tests.support.lambda_host import FakeContext, load_function_module
 from turnkeep import lambda_runtime
 from turnkeep.harness.approvals import token_address
+
+# The `deployed` fixture runs on both workflow types; a task-token wait exists only on STANDARD.
+STANDARD_ONLY = pytest.mark.parametrize("deployed", ["STANDARD"], indirect=True)
 
 SESSION = "sample-session"  # the sample events' session, owned by their `sub`
 
@@ -117,6 +121,7 @@ def _tool_runs(deployed: Deployed) -> list[dict[str, Any]]:
     ]
 
 
+@STANDARD_ONLY
 def test_an_approval_through_the_api_lambda_resumes_the_waiting_execution_and_the_tool_runs_once(
     deployed: Deployed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -147,6 +152,7 @@ def test_an_approval_through_the_api_lambda_resumes_the_waiting_execution_and_th
     assert again == 409  # a late decision for an ended turn changes nothing
 
 
+@STANDARD_ONLY
 def test_a_denial_resumes_the_execution_and_the_model_gets_the_reason(
     deployed: Deployed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -167,6 +173,7 @@ def test_a_denial_resumes_the_execution_and_the_model_gets_the_reason(
     assert "wrong recipient" in result["content"]
 
 
+@STANDARD_ONLY
 def test_a_wait_nobody_answers_times_out_into_a_denial(
     deployed: Deployed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -183,6 +190,7 @@ def test_a_wait_nobody_answers_times_out_into_a_denial(
     assert [e["approval"] for e in _tool_runs(deployed)] == ["none", "timed_out"]
 
 
+@STANDARD_ONLY
 def test_a_cancel_while_waiting_aborts_the_turn_and_ends_the_execution(
     deployed: Deployed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -205,12 +213,13 @@ def test_a_cancel_while_waiting_aborts_the_turn_and_ends_the_execution(
     assert _token(turn, pending["call_id"]) is None  # the scope was retired
 
 
+@STANDARD_ONLY
 def test_every_aws_call_of_an_approval_is_allowed_by_the_template_policies(
     deployed: Deployed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The API's SendTaskSuccess after a decision, and the wait step's own release (a wait
     that finds nothing left to wait for), checked against template.yaml's statements."""
-    template = load_template()
+    template = deployed.template
     refs = {
         "SessionTable": TABLE,
         "SessionTable.Arn": f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{TABLE}",
@@ -250,3 +259,28 @@ def test_every_aws_call_of_an_approval_is_allowed_by_the_template_policies(
         if not allows(function_statements(template, c.function, refs), p)
     ]
     assert denied == []
+
+
+@pytest.mark.parametrize("deployed", ["EXPRESS"], indirect=True)
+def test_under_express_a_call_needing_approval_fails_clearly_and_the_turn_goes_on(
+    deployed: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    call = _api(deployed, monkeypatch)
+    assert call("POST", "/sessions", {"session_id": SESSION})[0] == 201
+    assert call("PUT", f"/sessions/{SESSION}/meta", {"toolApproval": "echo"})[0] == 200
+    status, started = call(
+        "POST", f"/sessions/{SESSION}/turns", {"text": 'call echo {"text": "never sent"}'}
+    )
+    assert status == 202, started
+    turn = started["turn_id"]
+
+    described = _finished(deployed, turn)
+
+    assert described["status"] == "SUCCEEDED", described
+    [result] = _tool_results(call, turn)
+    assert result["is_error"] is True
+    assert "approvals need WorkflowType STANDARD" in result["content"]
+    assert "never sent" not in result["content"]  # the tool did not run
+    assert call("GET", "/approvals", None)[1]["approvals"] == []
+    assert all("task_token" not in e for _n, e, _err in deployed.host.calls)
+    assert call("GET", f"/sessions/{SESSION}/turns/{turn}", None)[1]["status"] == "completed"

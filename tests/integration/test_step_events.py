@@ -242,3 +242,41 @@ def test_a_payload_that_is_not_a_json_object_is_rejected_as_a_wiring_error(
     for handler in ("model_step", "tool_step", "finish_turn", "fail_turn"):
         with pytest.raises(StepEventError, match="JSON object"):
             getattr(app, handler)(["demo-session", "op-demo"], FakeContext(function_name=handler))
+
+
+def _drop_idempotency_records() -> None:
+    """What a duplicate finds once the first delivery's record is gone (expired, or the first
+    delivery crashed before Powertools could complete it): only the harness's fencing left."""
+    dynamodb = boto3.client("dynamodb")
+    for item in dynamodb.scan(TableName=TABLE)["Items"]:
+        if item["pk"]["S"].startswith("IDEMPOTENCY#"):
+            dynamodb.delete_item(TableName=TABLE, Key={"pk": item["pk"], "sk": item["sk"]})
+
+
+def _session_items() -> dict[tuple[str, str], dict[str, Any]]:
+    items = boto3.client("dynamodb").scan(TableName=TABLE)["Items"]
+    return {(i["pk"]["S"], i["sk"]["S"]): i for i in items if i["pk"]["S"].startswith("SESSION#")}
+
+
+def test_each_step_delivered_again_without_its_idempotency_record_commits_nothing_twice(
+    app: ModuleType,
+) -> None:
+    # Express workflows deliver tasks at least once (docs/step-functions.md): a duplicate that
+    # gets past the Powertools record must find the harness's fencing and change nothing.
+    _start('call echo {"text": "once"}')
+    steps = [
+        ("model_step", _event("model_step")),
+        ("tool_step", _event("tool_step")),
+        ("model_step", {**_event("model_step"), "round": 1}),
+        ("finish_turn", _event("finish_turn")),
+    ]
+    for handler, event in steps:
+        _call(app, handler, event)
+        committed = set(_session_items())
+        _drop_idempotency_records()
+        _call(app, handler, event)
+        assert set(_session_items()) == committed, handler
+
+    # The user message, the call, its result and the answer: each once.
+    entries = [sk for _pk, sk in _session_items() if sk.startswith("S#E#")]
+    assert len(entries) == 4, entries

@@ -1,4 +1,5 @@
-"""docs/step-functions.md's retry table is the state machine definition's Retry blocks."""
+"""docs/step-functions.md's retry tables are the state machine definitions' Retry blocks: the
+STANDARD definition's in full, the EXPRESS definition's rows that differ from it."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _definition_rows() -> list[tuple[str, str, str, str, str]]:
-    definition = json.loads((ROOT / "statemachine" / "turn.asl.json").read_text())
+def _definition_rows(file: str = "turn.asl.json") -> list[tuple[str, str, str, str, str]]:
+    definition = json.loads((ROOT / "statemachine" / file).read_text())
     rows: list[tuple[str, str, str, str, str]] = []
 
     def walk(states: dict[str, Any]) -> None:
@@ -35,12 +36,22 @@ def _definition_rows() -> list[tuple[str, str, str, str, str]]:
     return rows
 
 
-def _documented_rows() -> list[tuple[str, ...]]:
+def _documented_rows(marker: str = "retry-table") -> list[tuple[str, ...]]:
     text = (ROOT / "docs" / "step-functions.md").read_text()
-    table = text.split("<!-- retry-table:start -->", 1)[1].split("<!-- retry-table:end -->")[0]
+    table = text.split(f"<!-- {marker}:start -->", 1)[1].split(f"<!-- {marker}:end -->")[0]
     lines = [line.strip() for line in table.strip().splitlines()[2:]]  # after header + rule
     return [tuple(cell.strip() for cell in line.strip("|").split("|")) for line in lines]
 
 
 def test_the_documented_retry_table_matches_the_state_machine_definition() -> None:
     assert _documented_rows() == _definition_rows()
+
+
+def test_the_documented_express_retry_differences_are_the_express_definitions() -> None:
+    standard = _definition_rows()
+    express = _definition_rows("turn.express.asl.json")
+    differing = [row for row in express if row not in standard]
+    assert differing  # the in-progress waits are shorter under Express
+    assert _documented_rows("express-retry-table") == differing
+    # Every Express row is either documented as differing or a row of the full table.
+    assert all(row in standard or row in differing for row in express)

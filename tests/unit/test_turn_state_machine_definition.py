@@ -1,6 +1,8 @@
-"""Static checks of statemachine/turn.asl.json against template.yaml and the handlers: what the
-moto executions in tests/integration/test_state_machine.py cannot reach in a fast test (long
-retry budgets, Lambda timeouts, every error name a Retry names)."""
+"""Static checks of the turn state machine definitions (statemachine/turn.asl.json for
+WorkflowType STANDARD, turn.express.asl.json for EXPRESS) against template.yaml rendered for
+that type and the handlers: what the moto executions in tests/integration/test_state_machine.py
+cannot reach in a fast test (long retry budgets, Lambda timeouts, every error name a Retry
+names)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, get_args
 
+import pytest
 from aws_lambda_powertools.utilities.idempotency import exceptions as idempotency_exceptions
 
 from tests.support.aws_template import load_template
+from tools.sam_local.template import STATE_MACHINE, render
 from turnkeep import step_events
 from turnkeep.harness import HarnessLimits
 from turnkeep.harness.io import NextAction
@@ -19,12 +23,26 @@ from turnkeep.settings import TurnkeepSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 AWS_ERROR_PREFIXES = ("States.", "Lambda.", "Sandbox.")
+WORKFLOW_TYPES = pytest.mark.parametrize("workflow_type", ["STANDARD", "EXPRESS"])
 
 
-def _definition() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(
-        (ROOT / "statemachine" / "turn.asl.json").read_text(encoding="utf-8")
-    )
+def _rendered(workflow_type: str) -> dict[str, Any]:
+    return render(load_template(), {"WorkflowType": workflow_type})
+
+
+def _machine(workflow_type: str) -> dict[str, Any]:
+    [machine] = [
+        r["Properties"]
+        for r in _rendered(workflow_type)["Resources"].values()
+        if r["Type"] == STATE_MACHINE
+    ]
+    assert machine["Type"] == workflow_type
+    return machine
+
+
+def _definition(workflow_type: str = "STANDARD") -> dict[str, Any]:
+    uri = _machine(workflow_type)["DefinitionUri"]
+    data: dict[str, Any] = json.loads((ROOT / uri).read_text(encoding="utf-8"))
     return data
 
 
@@ -36,11 +54,12 @@ def _states(states: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
             yield from _states(processor["States"])
 
 
-def _tasks() -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """(state name, state, function properties) of every Task, through the substitutions."""
-    template = load_template()
-    machine = template["Resources"]["TurnStateMachine"]["Properties"]
-    for name, state in _states(_definition()["States"]):
+def _tasks(workflow_type: str) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(state name, state, function properties) of every Task, through the substitutions,
+    functions as `workflow_type` renders them (Timeout always set: the Globals' by default)."""
+    template = _rendered(workflow_type)
+    machine = _machine(workflow_type)
+    for name, state in _states(_definition(workflow_type)["States"]):
         if state["Type"] != "Task":
             continue
         # A Lambda service integration (the approval wait) names its function in Parameters.
@@ -51,7 +70,8 @@ def _tasks() -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
         )
         placeholder = resource.removeprefix("${").removesuffix("}")
         logical_id = machine["DefinitionSubstitutions"][placeholder]["Fn::GetAtt"].split(".")[0]
-        yield name, state, template["Resources"][logical_id]["Properties"]
+        function = {"Timeout": template["Globals"]["Function"]["Timeout"]}
+        yield name, state, function | template["Resources"][logical_id]["Properties"]
 
 
 def _retrier(state: dict[str, Any], error: str) -> dict[str, Any] | None:
@@ -69,22 +89,27 @@ def _total_wait(retrier: dict[str, Any]) -> float:
 
 
 def _timeout(function: dict[str, Any]) -> int:
-    globals_ = load_template()["Globals"]["Function"]
-    return int(function.get("Timeout", globals_["Timeout"]))
+    return int(function["Timeout"])
 
 
-def test_every_task_waits_out_an_in_progress_duplicate_for_longer_than_its_function_runs() -> None:
+@WORKFLOW_TYPES
+def test_every_task_waits_out_an_in_progress_duplicate_for_longer_than_its_function_runs(
+    workflow_type: str,
+) -> None:
     # A duplicate delivery finds the first delivery's INPROGRESS idempotency record, which
     # Powertools lets expire at that invocation's deadline: giving up earlier fails a turn whose
     # step may still be running (or has succeeded but could not mark its record done).
-    for name, state, function in _tasks():
+    for name, state, function in _tasks(workflow_type):
         retrier = _retrier(state, "IdempotencyAlreadyInProgressError")
         assert retrier is not None, name
         assert _total_wait(retrier) > _timeout(function), (name, retrier)
 
 
-def test_every_task_retries_transient_step_and_idempotency_store_failures() -> None:
-    for name, state, _function in _tasks():
+@WORKFLOW_TYPES
+def test_every_task_retries_transient_step_and_idempotency_store_failures(
+    workflow_type: str,
+) -> None:
+    for name, state, _function in _tasks(workflow_type):
         for error in (
             "RetryableStepError",
             "IdempotencyPersistenceLayerError",
@@ -95,17 +120,21 @@ def test_every_task_retries_transient_step_and_idempotency_store_failures() -> N
             assert _retrier(state, error) is not None, (name, error)
 
 
-def test_a_timed_out_model_or_tool_step_is_delivered_again_for_the_harness_to_recover() -> None:
+@WORKFLOW_TYPES
+def test_a_timed_out_model_or_tool_step_is_delivered_again_for_the_harness_to_recover(
+    workflow_type: str,
+) -> None:
     # A redelivery records a round that died mid-stream as interrupted and settles a started
     # non-replay-safe tool call as interrupted: the turn goes on instead of failing outright.
-    steps = {name: state for name, state, _f in _tasks()}
+    steps = {name: state for name, state, _f in _tasks(workflow_type)}
     for name in ("ModelStep", "ToolStep"):
         retrier = _retrier(steps[name], "Sandbox.Timedout")
         assert retrier is not None, name
         assert retrier["MaxAttempts"] >= 1
 
 
-def test_every_retried_error_name_is_the_class_name_a_handler_raises() -> None:
+@WORKFLOW_TYPES
+def test_every_retried_error_name_is_the_class_name_a_handler_raises(workflow_type: str) -> None:
     # Lambda reports an unhandled exception's class name as errorType: a renamed class would
     # silently stop matching its Retry.
     raisable = {step_events.RetryableStepError.__name__} | {
@@ -113,15 +142,16 @@ def test_every_retried_error_name_is_the_class_name_a_handler_raises() -> None:
         for name, value in vars(idempotency_exceptions).items()
         if isinstance(value, type) and issubclass(value, Exception)
     }
-    for name, state, _function in _tasks():
+    for name, state, _function in _tasks(workflow_type):
         for retrier in state.get("Retry", []):
             for error in retrier["ErrorEquals"]:
                 if not error.startswith(AWS_ERROR_PREFIXES):
                     assert error in raisable, (name, error)
 
 
-def test_the_route_handles_every_next_action_the_model_step_can_answer() -> None:
-    states = _definition()["States"]
+@WORKFLOW_TYPES
+def test_the_route_handles_every_next_action_the_model_step_can_answer(workflow_type: str) -> None:
+    states = _definition(workflow_type)["States"]
     route = states["Route"]
     handled = {c["StringEquals"] for c in route["Choices"] if c["Variable"] == "$.model.next"}
     assert handled == set(get_args(NextAction))
@@ -129,8 +159,9 @@ def test_the_route_handles_every_next_action_the_model_step_can_answer() -> None
     assert default["Next"] == "FailTurn"  # an unknown action is a wiring bug: fail honestly
 
 
-def test_every_catch_keeps_the_execution_input_and_ends_in_fail_turn() -> None:
-    states = _definition()["States"]
+@WORKFLOW_TYPES
+def test_every_catch_keeps_the_execution_input_and_ends_in_fail_turn(workflow_type: str) -> None:
+    states = _definition(workflow_type)["States"]
     for name, state in states.items():
         if state["Type"] not in {"Task", "Map"} or name.startswith("FailTurn"):
             continue

@@ -113,6 +113,57 @@ FUNCTION = "AWS::Serverless::Function"
 STATE_MACHINE = "AWS::Serverless::StateMachine"
 
 
+def render(template: dict[str, Any], parameters: dict[str, str] | None = None) -> dict[str, Any]:
+    """`template` as CloudFormation deploys it for `parameters` (others at their Default):
+    resources whose Condition is false dropped, every `Fn::If` replaced by its chosen branch
+    (`Ref AWS::NoValue` removes the key). Conditions may use `Fn::Equals` of a parameter `Ref`
+    and a literal, `Fn::Not`; anything else raises ValueError. Idempotent."""
+    values = {
+        name: str((parameters or {}).get(name, spec.get("Default", "")))
+        for name, spec in template.get("Parameters", {}).items()
+    }
+    conditions = template.get("Conditions", {})
+
+    def truth(expr: Any) -> bool:
+        if isinstance(expr, dict) and set(expr) == {"Fn::Equals"}:
+            left, right = (
+                values[v["Ref"]] if isinstance(v, dict) and set(v) == {"Ref"} else str(v)
+                for v in expr["Fn::Equals"]
+            )
+            return left == right
+        if isinstance(expr, dict) and set(expr) == {"Fn::Not"}:
+            return not truth(expr["Fn::Not"][0])
+        if isinstance(expr, dict) and set(expr) == {"Condition"}:
+            return truth(conditions[expr["Condition"]])
+        raise ValueError(f"unsupported condition: {expr!r}")
+
+    no_value = object()
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict) and set(value) == {"Fn::If"}:
+            name, if_true, if_false = value["Fn::If"]
+            return walk(if_true if truth(conditions[name]) else if_false)
+        if isinstance(value, dict) and value == {"Ref": "AWS::NoValue"}:
+            return no_value
+        if isinstance(value, dict):
+            out = {k: walk(v) for k, v in value.items()}
+            return {k: v for k, v in out.items() if v is not no_value}
+        if isinstance(value, list):
+            return [v for v in (walk(item) for item in value) if v is not no_value]
+        return value
+
+    rendered = dict(template)
+    rendered["Resources"] = {
+        logical_id: walk({k: v for k, v in resource.items() if k != "Condition"})
+        for logical_id, resource in template["Resources"].items()
+        if "Condition" not in resource or truth(conditions[resource["Condition"]])
+    }
+    for key in ("Globals", "Outputs"):
+        if key in template:
+            rendered[key] = walk(template[key])
+    return rendered
+
+
 def function_ids(template: dict[str, Any]) -> list[str]:
     """Logical ids of every Lambda function of the template, in template order."""
     return [k for k, r in template["Resources"].items() if r["Type"] == FUNCTION]
@@ -128,8 +179,10 @@ def declared_environment(template: dict[str, Any], function_id: str) -> dict[str
 
 
 def state_machine_wiring(template: dict[str, Any]) -> dict[str, str]:
-    """DefinitionSubstitutions of the one state machine: placeholder -> function logical id."""
-    machines = [r for r in template["Resources"].values() if r["Type"] == STATE_MACHINE]
+    """DefinitionSubstitutions of the one state machine the template deploys (for its
+    parameters' defaults unless `template` is already rendered): placeholder -> function
+    logical id."""
+    machines = [r for r in render(template)["Resources"].values() if r["Type"] == STATE_MACHINE]
     if len(machines) != 1:
         raise AssertionError(f"template.yaml must declare one state machine, found {len(machines)}")
     props = machines[0]["Properties"]
@@ -140,8 +193,9 @@ def state_machine_wiring(template: dict[str, Any]) -> dict[str, str]:
 
 
 def state_machine_definition(template: dict[str, Any]) -> str:
-    """The ASL text of the template's state machine (its DefinitionUri file)."""
-    machine = next(r for r in template["Resources"].values() if r["Type"] == STATE_MACHINE)
+    """The ASL text of the template's state machine (its DefinitionUri file; parameters at
+    their defaults unless `template` is already rendered)."""
+    machine = next(r for r in render(template)["Resources"].values() if r["Type"] == STATE_MACHINE)
     uri: str = machine["Properties"]["DefinitionUri"]
     return (ROOT / uri).read_text(encoding="utf-8")
 
@@ -161,8 +215,10 @@ def resolve(value: Any, refs: dict[str, str]) -> Any:
 def deployed_environment(
     template: dict[str, Any], function_id: str, refs: dict[str, str]
 ) -> dict[str, str]:
-    """The environment a deployment gives `function_id` (declared variables, resolved)."""
+    """The environment a deployment gives `function_id` (declared variables, resolved; the
+    template rendered for the parameter values among `refs`)."""
+    rendered = render(template, refs)
     return {
         name: str(resolve(value, refs))
-        for name, value in declared_environment(template, function_id).items()
+        for name, value in declared_environment(rendered, function_id).items()
     }
