@@ -315,7 +315,8 @@ def test_a_turn_started_through_the_api_lambda_runs_on_step_functions_and_stream
     api = load_function_module("api")
 
     def call(event: dict[str, Any]) -> tuple[int, Any]:
-        answer: dict[str, Any] = api.handler(event, FakeContext(function_name="ApiFunction"))
+        with deployed.host.acting_as("ApiFunction"):
+            answer: dict[str, Any] = api.handler(event, FakeContext(function_name="ApiFunction"))
         return int(answer["statusCode"]), json.loads(answer["body"]) if answer["body"] else None
 
     session = "sample-session"  # the id in the sample events

@@ -8,6 +8,7 @@ import contextvars
 import importlib.util
 import io
 import json
+import threading
 import traceback
 import uuid
 import zipfile
@@ -60,6 +61,10 @@ class LambdaHost:
     _running: contextvars.ContextVar[str | None] = field(
         default_factory=lambda: contextvars.ContextVar("lambda_host_function", default=None)
     )
+    # One invocation at a time, as in a Lambda container: Powertools keeps one metric set per
+    # process, and two handlers flushing it at once (moto's execution thread and a test calling
+    # the API handler) race between its emptiness check and its serialization.
+    _invocation: threading.RLock = field(default_factory=threading.RLock)
 
     def current_function(self) -> str | None:
         """The function whose handler runs in this context (None outside a handler)."""
@@ -67,13 +72,15 @@ class LambdaHost:
 
     @contextmanager
     def acting_as(self, name: str) -> Iterator[None]:
-        """Run the block as function `name` (a handler called directly by a test); the name
-        follows the context into the threads that copy it (e.g. FastAPI's sync routes)."""
-        token = self._running.set(name)
-        try:
-            yield
-        finally:
-            self._running.reset(token)
+        """Run the block as function `name` (a handler called directly by a test), one handler
+        at a time; the name follows the context into the threads that copy it (e.g. FastAPI's
+        sync routes)."""
+        with self._invocation:
+            token = self._running.set(name)
+            try:
+                yield
+            finally:
+                self._running.reset(token)
 
     def invoke(self, function_name: str, body: Any, response_headers: dict[str, str]) -> bytes:
         name = (
