@@ -141,9 +141,18 @@ def kill_run(server: RealServer, *, kills: int, sessions: int, seed: int) -> Kil
 
 
 def new_turn_completes(url: str, sid: str) -> Any:
-    """Start one more turn on `sid` and wait for its end; its final status."""
+    """Start one more turn on `sid` and wait for its end; its final status.
+
+    A 429 is the session's start rate limit (the load may have used its window), not a stuck
+    session: the start is retried after its `Retry-After`, within the settle timeout. Any other
+    refusal (409 a turn still running) is returned as the status code.
+    """
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
     with httpx.Client(base_url=url, headers=USER, timeout=10) as client:
         started = client.post(f"/sessions/{sid}/turns", json={"text": "hello"})
+        while started.status_code == 429 and time.monotonic() < deadline:
+            time.sleep(min(float(started.headers.get("retry-after", "1")), SETTLE_TIMEOUT_S))
+            started = client.post(f"/sessions/{sid}/turns", json={"text": "hello"})
         if started.status_code != 202:
             return started.status_code
         return _settled_status(
