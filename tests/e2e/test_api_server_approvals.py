@@ -4,9 +4,6 @@ server killed while a turn waits lists the request after restart and the decisio
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,7 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.real_server import RealServer
+
 ALICE = {"Authorization": "Bearer dev-alice"}
 BOB = {"Authorization": "Bearer dev-bob"}
 
@@ -24,35 +22,12 @@ pytestmark = pytest.mark.slow
 
 
 @contextmanager
-def _server(data: Path, **extra_env: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEP_")}
-    env.update(
-        TURNKEEP_LOCAL_DIR=str(data),
-        TURNKEEP_TOOL_WORKERS="1",
-        PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]),
-        **extra_env,
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "turnkeep.api", "--port", "0", "--log-level", "warning"],
-        cwd=data.parent,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert process.stdout is not None
-    first = process.stdout.readline()
+def _server(data: Path, **extra_env: str) -> Iterator[tuple[str, RealServer]]:
+    server = RealServer(data, extra_env={"TURNKEEP_TOOL_WORKERS": "1", **extra_env})
     try:
-        assert first.startswith("turnkeep api listening on http://127.0.0.1:"), first
-        yield first.rsplit(" ", 1)[1].strip(), process
+        yield server.start(), server
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
+        server.stop()
 
 
 def _until(check: Callable[[], Any], what: str, seconds: float = 60) -> Any:
@@ -148,10 +123,9 @@ def test_a_server_killed_while_a_turn_waits_lists_it_after_restart_and_the_decis
     tmp_path: Path,
 ) -> None:
     data = tmp_path / "data"
-    with _server(data) as (url, process), httpx.Client(base_url=url) as client:
+    with _server(data) as (url, server), httpx.Client(base_url=url) as client:
         sid, turn, pending = _paused(client, 'call echo {"text": "after restart"}')
-        process.kill()  # a crash: no shutdown, nothing flushed on purpose
-        process.wait(timeout=10)
+        server.kill9()  # a crash: no shutdown, nothing flushed on purpose
 
     with _server(data) as (url, _process), httpx.Client(base_url=url) as client:
         listed = client.get("/approvals", headers=ALICE).json()["approvals"]

@@ -17,10 +17,12 @@ STARTUP_TIMEOUT_S = 60.0
 
 
 class RealServer:
-    """One local API server over `data_dir` (SQLite, scripted model, dev tokens)."""
+    """One local API server over `data_dir` (SQLite, scripted model, dev tokens); `extra_env`
+    adds settings (e.g. `TURNKEEP_APPROVAL_TIMEOUT_SECONDS`)."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *, extra_env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
+        self.extra_env = dict(extra_env or {})
         self.process: subprocess.Popen[str] | None = None
         self.url = ""
         self.stderr: list[str] = []
@@ -29,6 +31,7 @@ class RealServer:
         """Start the server (a free port each time); returns its base URL."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEP_")}
         env["TURNKEEP_LOCAL_DIR"] = str(self.data_dir)
+        env.update(self.extra_env)
         process = subprocess.Popen(
             [sys.executable, "-m", "turnkeep.api", "--port", "0", "--log-level", "warning"],
             cwd=self.data_dir.parent,
