@@ -44,6 +44,8 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from helpers.lambda_script import LOAD_HANDLER
+
 from tests.support.aws_template import create_bucket, create_table, load_template
 from turnkeep.storage import (
     append_list,
@@ -191,7 +193,8 @@ TOOLS_TEXT = 'call calculator {"expression": "6*7"}\ncall echo {"text": "hi"}'
 # Runs in the fresh interpreter of one invocation: count every botocore call (and estimate the
 # DynamoDB request units it consumes from the items it sent or received), import the handler
 # from its file as Lambda does, invoke it once, write the outcome as JSON to argv[3].
-COLD_INVOKE = r"""
+COLD_INVOKE = (
+    r"""
 import collections, importlib.util, json, math, sys, time, uuid
 started = time.perf_counter()
 calls = collections.Counter()
@@ -259,20 +262,9 @@ def _counted(self, operation, params):
 botocore.client.BaseClient._make_api_call = _counted
 path, attribute, out = sys.argv[1:4]
 event = json.load(sys.stdin)
-spec = importlib.util.spec_from_file_location("app", path)
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-
-class Context:
-    function_name = attribute
-    memory_limit_in_mb = 512
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:" + attribute
-    aws_request_id = uuid.uuid4().hex
-    log_group_name = "/aws/lambda/bench"
-    log_stream_name = "bench"
-    def get_remaining_time_in_millis(self):
-        return 60_000
-
+"""
+    + LOAD_HANDLER
+    + r"""
 try:
     result, error = getattr(module, attribute)(event, Context()), None
 except Exception as exc:
@@ -281,6 +273,7 @@ with open(out, "w", encoding="utf-8") as fh:
     json.dump({"result": result, "error": error, "calls": calls, "units": units,
                "seconds": time.perf_counter() - started}, fh)
 """
+)
 
 
 @dataclass

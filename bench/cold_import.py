@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from helpers.lambda_script import LOAD_HANDLER
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.aws_template import create_bucket, create_table
@@ -51,29 +53,20 @@ STEP_TARGET, API_TARGET = 1.5, 3.0
 RUNTIME_DISTRIBUTIONS = ("boto3",)  # provided by the Lambda runtime, with bytecode
 
 # Runs in the measured process: import the handler file as Lambda does, invoke it once.
-INVOKE = r"""
+INVOKE = (
+    r"""
 import importlib.util, json, sys, uuid
 path, attribute = sys.argv[1:3]
-spec = importlib.util.spec_from_file_location("app", path)
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-
-class Context:
-    function_name = attribute
-    memory_limit_in_mb = 512
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:" + attribute
-    aws_request_id = uuid.uuid4().hex
-    log_group_name = "/aws/lambda/bench"
-    log_stream_name = "bench"
-    def get_remaining_time_in_millis(self):
-        return 60_000
-
+"""
+    + LOAD_HANDLER
+    + r"""
 result = getattr(module, attribute)(json.loads(sys.argv[3]), Context())
 if isinstance(result, dict) and int(result.get("statusCode", 200)) >= 400:
     raise SystemExit(f"invocation failed: {result}")
 if isinstance(result, dict) and result.get("error"):
     raise SystemExit(f"step failed: {result}")
 """
+)
 
 # The baseline: import boto3, build a DynamoDB client, make N strongly consistent GetItems.
 BASELINE = r"""
