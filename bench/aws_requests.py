@@ -263,7 +263,8 @@ def _what(params):
                 if k == "sk" and isinstance(v, dict) and "S" in v:
                     parts.append(v["S"])
                 elif k in ("Key", "Prefix") and isinstance(v, str):
-                    parts.append(v.rsplit("/", 2)[-2] + "/" + v.rsplit("/", 1)[-1] if "/" in v else v)
+                    tail = v.rsplit("/", 2)
+                    parts.append("/".join(tail[-2:]) if "/" in v else v)
                 elif k == ":sk" or k == ":prefix":
                     parts.append(str(v.get("S", v)) + "*")
                 else:
@@ -714,7 +715,7 @@ def main() -> None:
         "--express-seconds", type=float, default=10.0, help="assumed Express turn duration"
     )
     args = parser.parse_args()
-    global TRACE
+    global TRACE  # noqa: PLW0603 - a command-line switch read by _turn
     TRACE = args.trace
     sizes, cold = ([1, 1001], 20) if args.smoke else ([1, 100, 5000], 200)
     with mock_aws():

@@ -243,7 +243,7 @@ def test_a_crash_after_any_call_of_a_retirement_never_revives_retired_data(env: 
         return st.commit([retire_scope(OP), set_value(value("done"), True)])
 
     for sid, number, name in _crash_each_call(
-                env,
+        env,
         _setup_retirement,
         operation,
         ["TransactWriteItems", "ListObjectsV2", "DeleteObjects", "UpdateItem"],
