@@ -68,6 +68,7 @@ REGION = "us-east-1"
 TABLE, BUCKET, PREFIX = "bench", "bench-bucket", "bench"
 TURN_TABLE, TURN_BUCKET = "bench-turns", "bench-turns-bucket"
 Row = tuple[str, int, str, str]
+TRACE = False  # --trace: print every request of every measured invocation
 
 
 def _fill_scope(repo: AwsRepository, session_id: str, scope_id: str, count: int) -> None:
@@ -251,9 +252,33 @@ def _estimate(op, params, response):
 import botocore.client
 _original = botocore.client.BaseClient._make_api_call
 
+trace = []
+
+def _what(params):
+    # The items or objects a request touches, for --trace (sort keys, S3 keys).
+    parts = []
+    def walk(value):
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if k == "sk" and isinstance(v, dict) and "S" in v:
+                    parts.append(v["S"])
+                elif k in ("Key", "Prefix") and isinstance(v, str):
+                    tail = v.rsplit("/", 2)
+                    parts.append("/".join(tail[-2:]) if "/" in v else v)
+                elif k == ":sk" or k == ":prefix":
+                    parts.append(str(v.get("S", v)) + "*")
+                else:
+                    walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+    walk(params)
+    return " ".join(parts[:12]) + (" …" if len(parts) > 12 else "")
+
 def _counted(self, operation, params):
     service = self.meta.service_model.service_name
     calls[service + ":" + operation] += 1
+    trace.append(service + ":" + operation + " " + _what(params))
     response = _original(self, operation, params)
     if service == "dynamodb":
         _estimate(operation, params, response)
@@ -270,7 +295,7 @@ try:
 except Exception as exc:
     result, error = None, {"errorType": type(exc).__name__, "errorMessage": str(exc)}
 with open(out, "w", encoding="utf-8") as fh:
-    json.dump({"result": result, "error": error, "calls": calls, "units": units,
+    json.dump({"result": result, "error": error, "calls": calls, "units": units, "trace": trace,
                "seconds": time.perf_counter() - started}, fh)
 """
 )
@@ -285,6 +310,7 @@ class Invocation:
     calls: Counter[str]
     rru: float
     wru: float
+    trace: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -316,6 +342,7 @@ class ColdLambdas:
             Counter(outcome["calls"]),
             outcome["units"]["rru"],
             outcome["units"]["wru"],
+            outcome["trace"],
         )
         with self.lock:
             self.invocations.append(record)
@@ -550,6 +577,11 @@ def _turn(stack: Stack, session_id: str, text: str) -> tuple[TurnCost, TurnCost,
     if not page.get("finished"):
         raise RuntimeError(f"events page of a finished turn says unfinished: {page}")
     events = _cost(stack.cold.invocations[mark:], 0)
+    if TRACE:
+        for inv in stack.cold.invocations[before:]:
+            print(f"  {inv.function} ({sum(inv.calls.values())} calls)")
+            for line in inv.trace:
+                print(f"    {line}")
     return whole, start_only, events
 
 
@@ -677,9 +709,14 @@ def main() -> None:
         help="prior message counts of the whole-turn cases (default 10,100,1000)",
     )
     parser.add_argument(
+        "--trace", action="store_true", help="print every request of every measured invocation"
+    )
+    parser.add_argument(
         "--express-seconds", type=float, default=10.0, help="assumed Express turn duration"
     )
     args = parser.parse_args()
+    global TRACE  # noqa: PLW0603 - a command-line switch read by _turn
+    TRACE = args.trace
     sizes, cold = ([1, 1001], 20) if args.smoke else ([1, 100, 5000], 200)
     with mock_aws():
         rows = measure(sizes, cold)

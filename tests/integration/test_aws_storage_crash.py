@@ -217,6 +217,7 @@ def _setup_retirement(st: Storage) -> None:
 
 def _check_after_retirement(env: Env, sid: str, label: tuple[int, str]) -> None:
     with env.clean_repo().open(sid) as st:
+        st.get_stats()  # the first read of the head finishes a pending cleanup
         done = st.get_value(value("done"))  # the retirement's sibling landed with it
         assert done is not None, label
         assert done.value is True, label
@@ -242,7 +243,10 @@ def test_a_crash_after_any_call_of_a_retirement_never_revives_retired_data(env: 
         return st.commit([retire_scope(OP), set_value(value("done"), True)])
 
     for sid, number, name in _crash_each_call(
-        env, _setup_retirement, operation, ["TransactWriteItems", "ListObjectsV2", "DeleteObjects"]
+        env,
+        _setup_retirement,
+        operation,
+        ["TransactWriteItems", "ListObjectsV2", "DeleteObjects", "UpdateItem"],
     ):
         _check_after_retirement(env, sid, (number, name))
 
@@ -261,13 +265,18 @@ def _retire_with_failed_cleanup(env: Env, st: Storage) -> None:
         env.s3.meta.events.unregister("before-call.s3.DeleteObjects", _refuse_delete)
 
 
-def test_a_crash_during_the_cleanup_an_open_retries_is_finished_by_the_following_open(
+def _open_and_read_head(env: Env, sid: str) -> None:
+    env.crashing_repo().open(sid).get_stats()
+
+
+def test_a_crash_during_the_cleanup_a_head_read_retries_is_finished_by_the_following_one(
     env: Env,
 ) -> None:
-    probe = _calls_of(env, _setup_retirement, lambda st: env.crashing_repo().open(st.session_id))
-    assert probe == ["GetItem"]  # nothing pending: an open is one read
+    probe = _calls_of(env, _setup_retirement, lambda st: _open_and_read_head(env, st.session_id))
+    assert probe == ["GetItem"]  # nothing pending: the head read is the only request
     sid = f"crash-{uuid.uuid4().hex[:8]}"
-    for number, name in enumerate(["GetItem", "ListObjectsV2", "DeleteObjects"], start=1):
+    steps = ["GetItem", "ListObjectsV2", "DeleteObjects", "UpdateItem"]
+    for number, name in enumerate(steps, start=1):
         with env.clean_repo().open(sid) as st:
             if number == 1:
                 _setup_retirement(st)
@@ -277,9 +286,10 @@ def test_a_crash_during_the_cleanup_an_open_retries_is_finished_by_the_following
         assert env.object_seqs(sid, OP.id), "the failed cleanup left retired objects"
         env.crash.arm(number)
         with pytest.raises(Crash, match=name):
-            env.crashing_repo().open(sid)
+            _open_and_read_head(env, sid)
         env.crash.arm(None)
         with env.clean_repo().open(sid) as reopened:
+            reopened.get_stats()
             assert env.object_seqs(sid, OP.id) == [], (number, name)
             assert reopened.get_value(value("p", "k", OP)) is None, (number, name)
 
@@ -301,6 +311,6 @@ def test_a_crash_between_the_pages_of_a_multi_page_retirement_never_revives_reti
 
     rounds = ["ListObjectsV2", "DeleteObjects"] * 3
     for sid, number, name in _crash_each_call(
-        env, setup, operation, ["TransactWriteItems", *rounds]
+        env, setup, operation, ["TransactWriteItems", *rounds, "UpdateItem"]
     ):
         _check_after_retirement(env, sid, (number, name))

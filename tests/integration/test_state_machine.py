@@ -113,6 +113,9 @@ def deployed(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) ->
         "TURNKEEP_STORAGE_URL": storage_url,
         "TURNKEEP_ENVELOPE_URL": f"aws://?table={TABLE}",
         "TURNKEEP_MODEL": "scripted",
+        # Every stream event makes a frame: the scripted model answers within any interval,
+        # and these executions must write (and retire) progress objects as a real stream does.
+        "TURNKEEP_FRAME_INTERVAL_MS": "0",
         "POWERTOOLS_TRACE_DISABLED": "true",
         "POWERTOOLS_METRICS_NAMESPACE": "turnkeep",
         "TURNKEEP_WORKFLOW_TYPE": workflow_type,
@@ -163,13 +166,18 @@ def deployed(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) ->
         lambda_runtime.reset_runtime()
 
 
-def _run(deployed: Deployed, session_id: str, text: str) -> tuple[str, dict[str, Any]]:
+def _run(
+    deployed: Deployed, session_id: str, text: str, *, model: str = "scripted"
+) -> tuple[str, dict[str, Any]]:
     """Start a turn like the API does, run the execution to its end, return (op id, output)."""
     deps = lambda_runtime.runtime().deps
     if deps.envelopes.get(session_id) is None:
         deps.envelopes.create(session_id, USER)
     op_id = f"op-{len(deployed.host.calls)}-{time.monotonic_ns()}"
-    start_turn(deps, StartTurnInput(session_id=session_id, op_id=op_id, user_id=USER, text=text))
+    start_turn(
+        deps,
+        StartTurnInput(session_id=session_id, op_id=op_id, user_id=USER, text=text, model=model),
+    )
     execution = deployed.sfn.start_execution(
         stateMachineArn=deployed.state_machine_arn,
         name=op_id,

@@ -100,9 +100,11 @@ def deferred_cleanup_then_new_lifetime(aws: Aws, s3: Any) -> tuple[str, int, int
 
 
 def lifetime_problems(aws: Aws, sid: str, boundary: int, live: list[int]) -> list[str]:
-    """What is wrong after the next open: retired objects left or live objects deleted."""
+    """What is wrong after the next open's first head read (which retries pending cleanups):
+    retired objects left or live objects deleted."""
     problems = []
     with aws.repository().open(sid) as reader:
+        reader.get_stats()
         seqs = aws.object_seqs(sid)
         if any(s <= boundary for s in seqs):
             problems.append(f"retired objects left: {[s for s in seqs if s <= boundary]}")
@@ -112,7 +114,7 @@ def lifetime_problems(aws: Aws, sid: str, boundary: int, live: list[int]) -> lis
         elements = [e.seq for e in reader.read_list(FRAMES)]
         if elements != sorted(live):
             problems.append(f"the new lifetime reads {elements}, expected {sorted(live)}")
-        reader.commit([set_value(value("probe"), 1)])  # carries the marker removal
+        reader.commit([set_value(value("probe"), 1)])
     if aws.pending(sid):
         problems.append(f"cleanup markers left: {aws.pending(sid)}")
     return problems

@@ -359,15 +359,21 @@ def test_a_turn_start_reads_the_callers_envelope_once_for_ownership_and_rate_lim
     sid = api.session()
     envelopes = api.runtime.envelopes
     reads: list[str] = []
-    real = envelopes.get_for_owner
+    real_owned, real_get = envelopes.get_for_owner, envelopes.get
 
-    def counting(owner_id: str, session_id: str) -> Any:
+    def counting_owned(owner_id: str, session_id: str) -> Any:
         reads.append(session_id)
-        return real(owner_id, session_id)
+        return real_owned(owner_id, session_id)
 
-    monkeypatch.setattr(envelopes, "get_for_owner", counting)
+    def counting_get(session_id: str) -> Any:
+        reads.append(session_id)
+        return real_get(session_id)
+
+    monkeypatch.setattr(envelopes, "get_for_owner", counting_owned)
+    monkeypatch.setattr(envelopes, "get", counting_get)
     api.start(sid, "hello")
-    assert reads == [sid]
+    # One read serves ownership and the rate limit; start_turn reads once more to claim.
+    assert reads == [sid, sid]
     meta = cast(Any, envelopes.get(sid)).meta
     assert meta["turnRateWindowCount"] == 1
 

@@ -49,15 +49,27 @@ def _stream_words(writer: FrameWriter, words: int) -> str:
 
 
 @pytest.mark.parametrize("words", [10, 100, 300])
-def test_frames_of_a_round_are_one_append_when_the_clock_does_not_move(words: int) -> None:
+def test_a_reply_streamed_within_one_interval_writes_no_frame(words: int) -> None:
+    # Nobody saw it streaming: the round settlement records it (docs/harness.md, "Frames").
     storage = _running()
     writer = FrameWriter(storage, "op", "op:r0", Clock(), interval_s=0.05, max_bytes=1 << 20)
 
     _stream_words(writer, words)
 
-    assert writer.stats.commits == 1
+    assert writer.stats.commits == 0
     assert writer.stats.deltas == words
-    assert len(storage.read_list(frames_address("op", "op:r0"))) == 1
+    assert storage.read_list(frames_address("op", "op:r0")) == []
+
+
+def test_a_reply_that_wrote_a_frame_ends_with_an_end_tagged_frame() -> None:
+    storage = _running()
+    writer = FrameWriter(storage, "op", "op:r0", Clock(), interval_s=0.05, max_bytes=8)
+
+    _stream_words(writer, 3)
+
+    elements = storage.read_list(frames_address("op", "op:r0"))
+    assert writer.stats.commits == len(elements) >= 2
+    assert elements[-1].tag == END_TAG
 
 
 def test_frames_flush_when_the_buffer_reaches_the_size_limit() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Annotated
@@ -16,8 +16,9 @@ from turnkeep.api.models import SESSION_ID_PATTERN, TURN_ID_PATTERN
 from turnkeep.api.settings import ApiSettings
 from turnkeep.envelope import Envelope
 from turnkeep.harness import reconcile_envelope
+from turnkeep.harness.envelope_io import read_ahead
 from turnkeep.runtime import Runtime
-from turnkeep.storage import Storage
+from turnkeep.storage import Storage, Value
 
 
 @dataclass
@@ -48,6 +49,22 @@ class ApiContext:
         if envelope is None:
             raise not_found("session")
         return reconcile_envelope(self.runtime.deps, envelope)
+
+    def owned_ahead(
+        self,
+        user_id: str,
+        storage: Storage,
+        *,
+        values: Sequence[Value] = (),
+        entries: Sequence[str] = (),
+        head: bool = False,
+    ) -> Envelope:
+        """`owned`, with what the route reads next from `storage` read in the same request
+        where the stores share a table (`read_ahead`); 404 when absent or another user's."""
+        envelope = read_ahead(self.runtime.deps, storage, values=values, entries=entries, head=head)
+        if envelope is None or envelope.owner_id != user_id:
+            raise not_found("session")
+        return reconcile_envelope(self.runtime.deps, envelope, storage)
 
     def now_ms(self) -> int:
         """The harness clock in epoch milliseconds (tests inject a fake clock)."""

@@ -8,11 +8,50 @@ the limit. A start that is refused later (409) still used its slot: the limit co
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from turnkeep.api.errors import ApiError, not_found
-from turnkeep.envelope import Envelope, EnvelopeConflictError, EnvelopeStore
+from turnkeep.envelope import Envelope, EnvelopeConflictError, EnvelopeStore, MetaScalar
 
 _ATTEMPTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class StartSlot:
+    """The envelope write that takes one start slot, valid while `expect` holds."""
+
+    patch: dict[str, MetaScalar | None]
+    expect: dict[str, list[MetaScalar | None]]
+
+
+def start_slot(
+    meta: Mapping[str, object], *, limit: int, window_seconds: float, now_ms: int
+) -> StartSlot:
+    """The write taking a start slot of the window `meta` shows, or a 429 `ApiError`."""
+    window_ms = max(1, int(window_seconds * 1000))
+    started = meta.get("turnRateWindowStartedAt")
+    count = meta.get("turnRateWindowCount")
+    expect: dict[str, list[MetaScalar | None]] = {
+        "turnRateWindowStartedAt": [started if isinstance(started, int) else None],
+        "turnRateWindowCount": [count if isinstance(count, int) else None],
+    }
+    if (
+        isinstance(started, int)
+        and isinstance(count, int)
+        and started <= now_ms < started + window_ms
+    ):
+        if count >= limit:
+            retry_after = max(1, math.ceil((started + window_ms - now_ms) / 1000))
+            raise ApiError(
+                429,
+                "rate_limited",
+                f"this session already started {count} turns in the last "
+                f"{window_seconds:g} s (limit {limit}); retry in {retry_after} s",
+                headers={"Retry-After": str(retry_after)},
+            )
+        return StartSlot({"turnRateWindowCount": count + 1}, expect)
+    return StartSlot({"turnRateWindowStartedAt": now_ms, "turnRateWindowCount": 1}, expect)
 
 
 def reserve_turn_start(
@@ -28,41 +67,15 @@ def reserve_turn_start(
     """Take one start slot of the session's current window, or raise a 429 `ApiError`.
 
     `envelope`: the caller's envelope as just read (saves the first re-read)."""
-    window_ms = max(1, int(window_seconds * 1000))
     for attempt in range(_ATTEMPTS):
         if attempt or envelope is None:
             envelope = envelopes.get_for_owner(owner_id, session_id)
         if envelope is None:
             raise not_found("session")
-        started = envelope.meta.get("turnRateWindowStartedAt")
-        count = envelope.meta.get("turnRateWindowCount")
-        in_window = (
-            isinstance(started, int)
-            and isinstance(count, int)
-            and started <= now_ms < started + window_ms
-        )
-        if in_window and isinstance(started, int) and isinstance(count, int):
-            if count >= limit:
-                retry_after = max(1, math.ceil((started + window_ms - now_ms) / 1000))
-                raise ApiError(
-                    429,
-                    "rate_limited",
-                    f"this session already started {count} turns in the last "
-                    f"{window_seconds:g} s (limit {limit}); retry in {retry_after} s",
-                    headers={"Retry-After": str(retry_after)},
-                )
-            patch: dict[str, int | None] = {"turnRateWindowCount": count + 1}
-        else:
-            patch = {"turnRateWindowStartedAt": now_ms, "turnRateWindowCount": 1}
+        slot = start_slot(envelope.meta, limit=limit, window_seconds=window_seconds, now_ms=now_ms)
         try:
             envelopes.update_worker_meta(
-                session_id,
-                patch,
-                expect={
-                    "turnRateWindowStartedAt": [started],
-                    "turnRateWindowCount": [count],
-                },
-                owner_id=owner_id,
+                session_id, slot.patch, expect=slot.expect, owner_id=owner_id
             )
             return
         except EnvelopeConflictError:

@@ -20,10 +20,10 @@ from turnkeep.api.models import (
     TurnView,
     error_responses,
 )
-from turnkeep.api.ratelimit import reserve_turn_start
+from turnkeep.api.ratelimit import reserve_turn_start, start_slot
 from turnkeep.api.sessions import Cursor
 from turnkeep.api.views import DELETE_MARKER, TurnNotFound, turn_events, turn_view
-from turnkeep.envelope import Envelope
+from turnkeep.envelope import Envelope, EnvelopeConflictError, EnvelopeNotFoundError
 from turnkeep.harness import (
     FailTurnInput,
     StartTurnInput,
@@ -31,7 +31,11 @@ from turnkeep.harness import (
     fail_turn,
     new_op_id,
     start_turn,
+    start_turn_attached,
 )
+from turnkeep.harness.envelope_io import attachable
+from turnkeep.harness.state import head_address, op_address, result_address, user_entry_id
+from turnkeep.storage import Storage, Value
 
 logger = logging.getLogger("turnkeep.api")
 
@@ -100,6 +104,14 @@ def _free_or_409(ctx: ApiContext, user: str, session_id: str, envelope: Envelope
     raise ApiError(409, "turn_running", f"session {session_id!r} {what}; one turn at a time")
 
 
+def _turn_values(turn_id: str) -> list[Value]:
+    """What a turn's views read first: its terminal record, else its running state."""
+    try:
+        return [result_address(turn_id), op_address(turn_id)]
+    except ValueError:
+        return []  # not a storable id: the view answers 404 as before
+
+
 @router.post(
     "",
     status_code=202,
@@ -112,35 +124,28 @@ def start(
     """Start a turn: record the message, hand the turn to the orchestrator, answer at once."""
     _check_text(ctx, body.text)
     _check_model(ctx, body.model)
-    envelope = ctx.owned(user, session_id)
-    meta = envelope.meta
-    if meta.get("turnStatus") in ("running", "cancelling", "awaiting_approval"):
-        envelope = _free_or_409(ctx, user, session_id, envelope)
-    reserve_turn_start(
-        ctx.runtime.envelopes,
-        session_id,
-        user,
-        limit=ctx.settings.turn_start_limit,
-        window_seconds=ctx.settings.turn_start_window_seconds,
-        now_ms=ctx.now_ms(),
-        envelope=envelope,
-    )
-    op_id = new_op_id()
     deps = ctx.runtime.deps
-    if isinstance(ctx.launcher, LocalLauncher):
-        # Owner first (docs/local.md): a kill after the claim below must leave an orphan.
-        ctx.launcher.own(session_id, op_id)
-    start_turn(
-        deps,
-        StartTurnInput(
-            session_id=session_id,
-            op_id=op_id,
-            user_id=user,
-            text=body.text,
-            # Recorded with the turn: a resumed turn keeps its model if the default changes.
-            model=body.model or ctx.runtime.settings.model,
-        ),
+    op_id = new_op_id()
+    inp = StartTurnInput(
+        session_id=session_id,
+        op_id=op_id,
+        user_id=user,
+        text=body.text,
+        # Recorded with the turn: a resumed turn keeps its model if the default changes.
+        model=body.model or ctx.runtime.settings.model,
     )
+    with ctx.storage(session_id) as storage:
+        # The envelope and the branch head in one read where the stores share a table.
+        envelope = ctx.owned_ahead(user, storage, values=[head_address()], head=True)
+        busy = envelope.meta.get("turnStatus") in ("running", "cancelling", "awaiting_approval")
+        if (
+            not busy
+            and attachable(deps, storage)
+            and _start_in_one_commit(ctx, storage, inp, envelope)
+        ):
+            pass  # claimed, rate slot taken and first commit made in one request
+        else:
+            _start_in_steps(ctx, inp, envelope, busy=busy)
     try:
         ctx.launcher.launch(session_id, op_id)
     except Exception as exc:
@@ -165,11 +170,58 @@ def start(
     return TurnAccepted(turn_id=op_id, status="running")
 
 
+def _start_in_one_commit(
+    ctx: ApiContext, storage: Storage, inp: StartTurnInput, envelope: Envelope
+) -> bool:
+    """The turn start as one conditional commit (claim, rate slot, user message); False when
+    the envelope changed since it was read (the caller starts in steps, as before)."""
+    slot = start_slot(
+        envelope.meta,
+        limit=ctx.settings.turn_start_limit,
+        window_seconds=ctx.settings.turn_start_window_seconds,
+        now_ms=ctx.now_ms(),
+    )
+    try:
+        start_turn_attached(
+            ctx.runtime.deps,
+            storage,
+            inp,
+            owner_id=inp.user_id,
+            envelope_patch=slot.patch,
+            envelope_expect=slot.expect,
+        )
+    except (EnvelopeConflictError, EnvelopeNotFoundError):
+        return False
+    return True
+
+
+def _start_in_steps(
+    ctx: ApiContext, inp: StartTurnInput, envelope: Envelope, *, busy: bool
+) -> None:
+    """Rate slot, then claim and first commit (`start_turn`): every backend, every case."""
+    user, session_id = inp.user_id, inp.session_id
+    if busy:
+        envelope = _free_or_409(ctx, user, session_id, envelope)
+    reserve_turn_start(
+        ctx.runtime.envelopes,
+        session_id,
+        user,
+        limit=ctx.settings.turn_start_limit,
+        window_seconds=ctx.settings.turn_start_window_seconds,
+        now_ms=ctx.now_ms(),
+        envelope=envelope,
+    )
+    if isinstance(ctx.launcher, LocalLauncher):
+        # Owner first (docs/local.md): a kill after the claim below must leave an orphan.
+        ctx.launcher.own(session_id, inp.op_id)
+    start_turn(ctx.runtime.deps, inp)
+
+
 @router.get("/{turn_id}", response_model=TurnView)
 def status(ctx: Ctx, user: User, session_id: SessionId, turn_id: TurnId) -> TurnView:
     """Status of one turn: running / cancelling / completed / failed / aborted."""
-    envelope = ctx.owned(user, session_id)
     with ctx.storage(session_id) as storage:
+        envelope = ctx.owned_ahead(user, storage, values=_turn_values(turn_id))
         try:
             return turn_view(storage, envelope, turn_id)
         except TurnNotFound:
@@ -221,8 +273,11 @@ def events(
     limit: EventLimit = 200,
 ) -> EventsPage:
     """The turn's events after `cursor`: frames of the streaming round, then settled entries."""
-    envelope = ctx.owned(user, session_id)
     with ctx.storage(session_id) as storage:
+        # One read for the envelope, the turn's record or state and its first event's place.
+        envelope = ctx.owned_ahead(
+            user, storage, values=_turn_values(turn_id), entries=[user_entry_id(turn_id)]
+        )
         try:
             return turn_events(storage, envelope, turn_id, cursor, limit)
         except TurnNotFound:

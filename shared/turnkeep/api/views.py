@@ -285,9 +285,9 @@ def turn_events(
     """One page of the turn's events after `cursor` (see the module docstring)."""
     found, state = _record_or_state(storage, op_id)
     after = cursor if cursor is not None else 0
-    user = storage.get_entries([user_entry_id(op_id)])
-    if user:
-        after = max(after, user[0].seq - 1)  # nothing of the turn precedes its user message
+    user_seq = storage.entry_seqs([user_entry_id(op_id)]).get(user_entry_id(op_id))
+    if user_seq is not None:
+        after = max(after, user_seq - 1)  # nothing of the turn precedes its user message
     frames: list[Event] = []
     frames_more = False
     if state is not None:

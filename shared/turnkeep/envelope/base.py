@@ -18,10 +18,12 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from turnkeep.envelope import keys
-from turnkeep.envelope.errors import EnvelopeClosedError
+from turnkeep.envelope.errors import EnvelopeClosedError, EnvelopeError
 from turnkeep.envelope.model import Envelope, MetaScalar
+from turnkeep.storage.attached import AttachedKey, AttachedUpdate
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +156,43 @@ class EnvelopeStore(ABC):
         conditions = keys.validate_expect(expect)
         self._check_open()
         return self._decode_written(self._update_worker(sid, checked, conditions, oid))
+
+    # -- riding on session storage's requests (docs/aws-storage.md) ---------------------------
+
+    def attached_key(self, session_id: str) -> AttachedKey | None:
+        """The envelope's item for a storage that shares its table (`Storage.prefetch`,
+        `Storage.commit(attach=...)`); None when this store keeps envelopes elsewhere."""
+        return None
+
+    def decode_attached(self, item: Mapping[str, Any] | None) -> Envelope | None:
+        """The envelope read as an attached item (None: absent or unreadable)."""
+        raise EnvelopeError(f"{type(self).__name__} has no attached items")
+
+    def attached_update(
+        self,
+        session_id: str,
+        patch_for: Callable[[tuple[int, ...]], Mapping[str, MetaScalar | None]],
+        *,
+        expect: Mapping[str, Collection[MetaScalar | None]] | None = None,
+        owner_id: str | None = None,
+        stamp: int | None = None,
+    ) -> AttachedUpdate | None:
+        """`update_worker_meta` as an update applied inside a storage commit, its patch built
+        from the commit's sequences; None when this store cannot (write it separately)."""
+        return None
+
+    def attached_failure(
+        self,
+        session_id: str,
+        item: Mapping[str, Any] | None,
+        *,
+        expect: Mapping[str, Collection[MetaScalar | None]] | None = None,
+        owner_id: str | None = None,
+    ) -> int:
+        """Why an attached update's condition failed: `EnvelopeNotFoundError` or
+        `EnvelopeConflictError` as `update_worker_meta` would raise, else (a lost `updatedAt`
+        race) the stamp to retry with once."""
+        raise EnvelopeError(f"{type(self).__name__} has no attached updates")
 
     def delete(self, session_id: str) -> None:
         """Remove the envelope (and nothing else of the session); absent is fine."""

@@ -20,7 +20,7 @@ reads and writes only `sk = "ENVELOPE"`.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -31,6 +31,7 @@ from turnkeep.envelope.base import (
     EnvelopeStore,
     RawEnvelope,
     cleared_host_keys,
+    decode,
     next_updated_at,
     split_patch,
 )
@@ -41,7 +42,8 @@ from turnkeep.envelope.errors import (
     EnvelopeNotFoundError,
     EnvelopeUnavailableError,
 )
-from turnkeep.envelope.model import MetaScalar
+from turnkeep.envelope.model import Envelope, MetaScalar
+from turnkeep.storage.attached import AttachedKey, AttachedUpdate
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -376,6 +378,66 @@ class DynamoEnvelopeStore(EnvelopeStore):
             "ReturnValues": "ALL_NEW",
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
+
+    # -- riding on session storage's requests ---------------------------------------------------
+
+    def attached_key(self, session_id: str) -> AttachedKey | None:
+        return AttachedKey(
+            self.table, session_pk(keys.validate_session_id(session_id)), ENVELOPE_SK
+        )
+
+    def decode_attached(self, item: Mapping[str, Any] | None) -> Envelope | None:
+        return None if item is None else decode(_raw(item))
+
+    def attached_update(
+        self,
+        session_id: str,
+        patch_for: Callable[[tuple[int, ...]], Mapping[str, MetaScalar | None]],
+        *,
+        expect: Mapping[str, Collection[MetaScalar | None]] | None = None,
+        owner_id: str | None = None,
+        stamp: int | None = None,
+    ) -> AttachedUpdate | None:
+        sid = keys.validate_session_id(session_id)
+        oid = None if owner_id is None else keys.validate_owner_id(owner_id)
+        conditions = keys.validate_expect(expect)
+        self._check_open()
+        new_updated = stamp if stamp is not None else self._now()
+
+        def action(seqs: tuple[int, ...]) -> dict[str, Any]:
+            sets, removes = split_patch(keys.validate_worker_patch(patch_for(seqs)))
+            request = self._update_request(
+                sid,
+                owner_id=oid,
+                sets=sets,
+                removes=removes,
+                expect=conditions,
+                pins={},
+                new_updated=new_updated,
+            )
+            del request["ReturnValues"]  # not part of a transaction's Update
+            return {"Update": request}
+
+        return AttachedUpdate(self.table, action)
+
+    def attached_failure(
+        self,
+        session_id: str,
+        item: Mapping[str, Any] | None,
+        *,
+        expect: Mapping[str, Collection[MetaScalar | None]] | None = None,
+        owner_id: str | None = None,
+    ) -> int:
+        sid = keys.validate_session_id(session_id)
+        if item is None:  # absent (nothing to return) or dropped: a consistent read decides
+            item = self._get_item(sid)
+        old = None if item is None else _raw(item)
+        if old is None or (owner_id is not None and old.owner_id != owner_id):
+            raise EnvelopeNotFoundError(f"no envelope for session {sid!r}")
+        conditions = keys.validate_expect(expect)
+        if not keys.expect_holds(old.meta, conditions):
+            raise EnvelopeConflictError(keys.describe_conflict(sid, old.meta, conditions))
+        return next_updated_at(old.updated_at, self._now())
 
     def _delete(self, session_id: str) -> None:
         try:

@@ -31,6 +31,7 @@ from turnkeep.harness.steps import (
     new_op_id,
     reconcile_envelope,
     start_turn,
+    start_turn_attached,
     tool_step,
     turn_result,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "resume_turn",
     "run_turn",
     "start_turn",
+    "start_turn_attached",
     "tool_step",
     "turn_result",
 ]

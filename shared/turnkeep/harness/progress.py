@@ -76,7 +76,14 @@ class FrameWriter:
 
     Deltas are buffered; a flush happens when `interval_s` passed since the last flush or the
     buffer holds `max_bytes` of text. `finish` writes the last element tagged `end` together
-    with the stop reason and usage, so recovery can rebuild a whole response from frames.
+    with the stop reason and usage, so recovery can rebuild a whole response from frames —
+    but only after an earlier frame: a reply that streamed within the first interval was seen
+    by nobody, and its round settlement records it directly (a crash before that settlement
+    asks the model again; docs/harness.md, "Frames").
+
+    `prelude`: session writes that must get lower sequences than any frame (the previous
+    round's tool results: events follow cause). They commit, fenced, right before the first
+    frame; until then `uncommitted_prelude()` hands them to the round settlement instead.
     """
 
     storage: Storage
@@ -86,6 +93,7 @@ class FrameWriter:
     interval_s: float = 0.05
     max_bytes: int = 2048
     stats: FrameStats = field(default_factory=FrameStats)
+    prelude: list[Write] = field(default_factory=list)
     _buffer: list[dict[str, JsonValue]] = field(default_factory=list)
     _buffered_bytes: int = 0
     _last_flush: float | None = None
@@ -116,6 +124,9 @@ class FrameWriter:
         if end is not None:
             element["end"] = end
         try:
+            if self.prelude:
+                fenced_commit(self.storage, self.op_id, self.prelude)
+                self.prelude = []
             fenced_commit(
                 self.storage,
                 self.op_id,
@@ -130,8 +141,15 @@ class FrameWriter:
         self._buffered_bytes = 0
         self._last_flush = self.clock()
 
+    def uncommitted_prelude(self) -> list[Write]:
+        """The prelude writes no frame has committed yet (the settlement commits them)."""
+        return list(self.prelude)
+
     def finish(self, response: ModelResponse, *, wrap_up: bool = False) -> None:
-        """Write the final, `end`-tagged element and close the writer."""
+        """Write the final, `end`-tagged element (if any frame preceded it) and close."""
+        if self.stats.commits == 0:
+            self._closed = True
+            return
         usage = response.usage
         self.flush(
             tag=END_TAG,

@@ -6,10 +6,11 @@ import re
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import Final, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Literal
 
 from turnkeep.storage.addresses import Value, ValueList
+from turnkeep.storage.attached import AttachedKey, AttachedUpdate
 from turnkeep.storage.errors import (
     EntryConflictError,
     GuardFailedError,
@@ -85,19 +86,67 @@ class Storage(ABC):
         """True once close() was called."""
         return self._closed
 
-    def commit(self, writes: Sequence[Write], *, guard: Value | None = None) -> CommitResult:
+    def commit(
+        self,
+        writes: Sequence[Write],
+        *,
+        guard: Value | None = None,
+        attach: AttachedUpdate | None = None,
+    ) -> CommitResult:
         """Commit `writes` atomically as one transaction of one scope.
 
         With `guard` (a session-scoped value address) the commit applies only if that value
         exists at commit time, atomically with the commit; otherwise GuardFailedError is raised,
         nothing is written and no sequence is consumed. An empty commit does nothing.
+        `attach`: another store's conditional update applied in the same transaction (only
+        for session writes, and only where `attached_table()` names its table); its condition
+        failing raises AttachedConditionError with nothing written.
         """
         txn = build_transaction(writes, guard)
+        if attach is not None and (
+            attach.table != self.attached_table() or not txn.is_session or not txn.writes
+        ):
+            raise StorageValidationError(
+                f"this storage cannot attach an update of table {attach.table!r} to this commit"
+            )
         with self._lock:
             self._ensure_open()
             if not txn.writes:
                 return CommitResult(None, (), now_ms(), self._get_stats())
+            if attach is not None:
+                return self._commit_attached(txn, attach)
             return self._commit(txn)
+
+    def attached_table(self) -> str | None:
+        """The table whose other items this storage can read and write with its own requests
+        (`prefetch`, `commit(attach=...)`); None where nothing can be attached."""
+        return None
+
+    def prefetch(
+        self,
+        values: Sequence[Value] = (),
+        *,
+        scopes: Sequence[EphemeralScope] = (),
+        attached: Sequence[AttachedKey] = (),
+        head: bool = False,
+        entries: Sequence[str] = (),
+    ) -> dict[AttachedKey, Mapping[str, Any] | None] | None:
+        """Read ahead, in as few requests as the backend allows, what the caller reads next.
+
+        Until this handle's next commit, `get_value` of each of `values`, the first load of
+        each of `scopes`, `entry_seqs` of `entries` and (with `head`) the sequence head are
+        answered from this read. Returns the `attached` items (None: absent), or None where
+        the backend reads nothing ahead (then the caller reads those items itself). Backends
+        without request costs read nothing.
+        """
+        return None
+
+    def entry_seqs(self, ids: Sequence[str]) -> dict[str, int]:
+        """The sequence of each stored entry of `ids` (absent ids are left out)."""
+        return {entry.id: entry.seq for entry in self.get_entries(ids)}
+
+    def _commit_attached(self, txn: Transaction, attach: AttachedUpdate) -> CommitResult:
+        raise StorageValidationError("this storage cannot attach updates to a commit")
 
     def get_value(self, address: Value) -> StoredValue | None:
         """The value at `address`, or None."""

@@ -41,3 +41,12 @@ class StorageConflictError(StorageError):
 
 class StorageUnavailableError(StorageError):
     """The backing store could not be reached; the commit was not applied."""
+
+
+class AttachedConditionError(StorageError):
+    """A commit's attached item (another store's, e.g. the envelope) failed its condition;
+    nothing was written. `item` is that item as it was, when the backend returned it."""
+
+    def __init__(self, message: str, item: object = None) -> None:
+        super().__init__(message)
+        self.item = item

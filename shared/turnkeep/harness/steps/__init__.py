@@ -13,7 +13,7 @@ writes, output builders).
 
 from turnkeep.harness.steps.common import TURN_ERROR_MAX_CHARS
 from turnkeep.harness.steps.model import EventListener, model_step
-from turnkeep.harness.steps.start import new_op_id, start_turn
+from turnkeep.harness.steps.start import new_op_id, start_turn, start_turn_attached
 from turnkeep.harness.steps.terminal import (
     abort_turn,
     cancel_turn,
@@ -35,6 +35,7 @@ __all__ = [
     "new_op_id",
     "reconcile_envelope",
     "start_turn",
+    "start_turn_attached",
     "tool_step",
     "turn_result",
 ]

@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import Any
 
-from turnkeep.envelope import Envelope, EnvelopeConflictError
+from turnkeep.envelope import Envelope, EnvelopeConflictError, MetaScalar
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import OperationNotFoundError
 from turnkeep.harness.io import ModelStepOutput, TurnResult
@@ -63,11 +62,9 @@ def cancelling(envelope: Envelope | None, op_id: str) -> bool:
     return meta.get("turnStatus") == "cancelling" and meta.get("turnRunId") == op_id
 
 
-def envelope_terminal(
-    deps: HarnessDeps, session_id: str, record: TurnRecord, cursor: int | None
-) -> None:
-    """Mirror a terminal record into the envelope while `record.op_id` still owns it."""
-    patch: dict[str, Any] = {
+def terminal_patch(record: TurnRecord, cursor: int | None) -> dict[str, MetaScalar | None]:
+    """The envelope mirror of a terminal record (and its commit's last sequence, if known)."""
+    patch: dict[str, MetaScalar | None] = {
         "turnStatus": record.status,
         "turnError": record.error,
         "turnFinishedAt": epoch_ms(record.finished_at),
@@ -76,9 +73,18 @@ def envelope_terminal(
     }
     if cursor is not None:
         patch["turnStreamCursor"] = cursor
+    return patch
+
+
+def envelope_terminal(
+    deps: HarnessDeps, session_id: str, record: TurnRecord, cursor: int | None
+) -> None:
+    """Mirror a terminal record into the envelope while `record.op_id` still owns it."""
     # A later turn may own the envelope now; storage holds this turn's record either way.
     with suppress(EnvelopeConflictError):
-        deps.envelopes.update_worker_meta(session_id, patch, expect={"turnRunId": [record.op_id]})
+        deps.envelopes.update_worker_meta(
+            session_id, terminal_patch(record, cursor), expect={"turnRunId": [record.op_id]}
+        )
 
 
 def ended_record(storage: Storage, op_id: str) -> tuple[TurnRecord, int] | None:
@@ -115,21 +121,13 @@ def envelope_disagrees(envelope: Envelope, record: TurnRecord) -> bool:
     return meta.get("turnRunId") == record.op_id and meta.get("turnStatus") != record.status
 
 
-def envelope_progress(
-    deps: HarnessDeps, session_id: str, op_id: str, cursor: int, state: OperationState
-) -> None:
-    """Mirror a settled round (cursor, usage, step count) into the envelope."""
-    # If the envelope moved on (a later turn), the storage commit is the truth.
-    with suppress(EnvelopeConflictError):
-        deps.envelopes.update_worker_meta(
-            session_id,
-            {
-                "turnStreamCursor": cursor,
-                "usage": _usage_json(state.usage),
-                "turnStepCount": state.round,
-            },
-            expect={"turnRunId": [op_id]},
-        )
+def progress_patch(cursor: int, state: OperationState) -> dict[str, MetaScalar | None]:
+    """The envelope mirror of a settled round: cursor, usage, step count."""
+    return {
+        "turnStreamCursor": cursor,
+        "usage": _usage_json(state.usage),
+        "turnStepCount": state.round,
+    }
 
 
 def ended_output(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import suppress
+from dataclasses import dataclass
 
 from turnkeep.envelope import Envelope
 from turnkeep.harness.approvals import approval_pause_seconds
@@ -15,16 +16,21 @@ from turnkeep.harness.context import (
     prepare_round,
 )
 from turnkeep.harness.deps import HarnessDeps
+from turnkeep.harness.envelope_io import read_ahead
 from turnkeep.harness.errors import FencedWriteError, StepInputError
 from turnkeep.harness.io import ModelStepInput, ModelStepOutput
-from turnkeep.harness.progress import FrameWriter, fenced_commit, read_frames
+from turnkeep.harness.progress import FrameWriter, read_frames
 from turnkeep.harness.recovery import settle_pending
 from turnkeep.harness.state import (
     OperationState,
     UsageTotals,
+    call_address,
+    head_address,
     load_state,
     op_address,
+    op_scope,
     response_id,
+    result_address,
 )
 from turnkeep.harness.steps.common import (
     cancelling,
@@ -39,6 +45,7 @@ from turnkeep.harness.steps.settlement import (
     settle_response,
 )
 from turnkeep.harness.steps.terminal import commit_terminal
+from turnkeep.harness.transcript import context_start_address
 from turnkeep.providers.base import (
     FatalModelError,
     ModelError,
@@ -48,10 +55,11 @@ from turnkeep.providers.base import (
     ResponseDone,
     RetryableModelError,
     StreamEvent,
+    ToolResultPart,
     ToolSpec,
     Usage,
 )
-from turnkeep.storage import JsonValue, Storage, set_value
+from turnkeep.storage import JsonValue, Storage, Write, set_value
 from turnkeep.system_prompt import resolve_system_for_meta
 
 EventListener = Callable[[StreamEvent], None]
@@ -67,6 +75,19 @@ def model_step(
     `on_event` sees the stream in-process (local mode); it is not part of the step payload.
     """
     with open_session(deps, inp.session_id) as storage:
+        # One read for everything a round starts from (docs/aws-storage.md).
+        envelope = read_ahead(
+            deps,
+            storage,
+            values=[
+                op_address(inp.op_id),
+                result_address(inp.op_id),
+                head_address(),
+                context_start_address(),
+            ],
+            scopes=[op_scope(inp.op_id)],
+            head=True,
+        )
         state = load_state(storage, inp.op_id)
         if state is None:
             return ended_output(deps, storage, inp.session_id, inp.op_id, inp.round)
@@ -76,7 +97,8 @@ def model_step(
             raise StepInputError(
                 f"operation {inp.op_id!r} is at model round {state.round}, not {inp.round}"
             )
-        envelope = deps.envelopes.get(inp.session_id)
+        if state.pending_call_ids:
+            storage.prefetch([call_address(state.op_id, c) for c in state.pending_call_ids])
         if cancelling(envelope, state.op_id):
             record = commit_terminal(deps, storage, state, "aborted", "cancelled by request")
             return output_for_record(inp.session_id, inp.op_id, inp.round, record)
@@ -122,10 +144,7 @@ def model_step(
                     wrap_up=True,
                 )
             wrap_up = True  # one tools-off round so the model can answer with what it has
-        try:
-            state, head = _settle_tool_results(storage, state)
-        except FencedWriteError:
-            return ended_output(deps, storage, inp.session_id, inp.op_id, inp.round)
+        state, results = _settle_tool_results(storage, state)
         registry = deps.registry(state.session_id, state.user_id)
         provider = deps.provider_for(state.model)
         shape = _RoundShape(
@@ -134,7 +153,7 @@ def model_step(
             state,
             provider,
             envelope=envelope,
-            head=head,
+            results=results,
             tools=() if wrap_up else registry.specs(),
         )
         try:
@@ -148,6 +167,7 @@ def model_step(
             deps.clock,
             interval_s=deps.limits.frame_interval_ms / 1000,
             max_bytes=deps.limits.frame_max_bytes,
+            prelude=results.prelude,
         )
         try:
             for attempt in (0, 1):
@@ -206,7 +226,7 @@ def model_step(
             storage,
             settled_state,
             response,
-            pending_writes=list(prepared.writes),
+            pending_writes=[*writer.uncommitted_prelude(), *prepared.writes],
             head=prepared.head,
             wrap_up=wrap_up,
             context=_context_meta(prepared, response),
@@ -224,7 +244,7 @@ class _RoundShape:
         provider: ModelProvider,
         *,
         envelope: Envelope | None,
-        head: str | None,
+        results: _Results,
         tools: tuple[ToolSpec, ...],
     ) -> None:
         # The envelope is read at every round, so a note written in round k folds into round
@@ -232,9 +252,10 @@ class _RoundShape:
         self._system = resolve_system_for_meta(
             envelope.meta if envelope is not None else {}, deps.default_system
         )
-        self._view = deps.transcripts.branch_view(storage, head)
+        # The stored branch ends before the previous round's results, which join as pending.
+        self._view = deps.transcripts.branch_view(storage, results.committed_head)
         self._deps, self._state, self._provider = deps, state, provider
-        self._head, self._tools = head, tools
+        self._head, self._tools, self._pending = results.head, tools, results.parts
 
     def prepare(self, *, target: int | None = None) -> PreparedRound:
         return prepare_round(
@@ -242,7 +263,7 @@ class _RoundShape:
             self._view,
             system=self._system,
             tools=self._tools,
-            pending=(),  # the previous round's results are entries already
+            pending=self._pending,
             limits=self._deps.limits,
             op_id=self._state.op_id,
             round_=self._state.round,
@@ -277,20 +298,32 @@ def _context_meta(prepared: PreparedRound, response: ModelResponse) -> dict[str,
     }
 
 
+@dataclass(frozen=True, slots=True)
+class _Results:
+    """The previous round's tool results, settled in memory before this round streams."""
+
+    prelude: list[Write]
+    """Their entries, the head move and the op state no longer listing them."""
+    parts: tuple[ToolResultPart, ...]
+    committed_head: str | None
+    head: str | None
+
+
 def _settle_tool_results(
     storage: Storage, state: OperationState
-) -> tuple[OperationState, str | None]:
-    """Commit the previous round's tool results as entries before this round streams.
+) -> tuple[OperationState, _Results]:
+    """The previous round's tool results as writes to commit ahead of this round's frames.
 
     Events follow cause (docs/api.md): a tool's result must have a lower sequence number than
-    any frame of the reply that reads it, on every orchestrator. So the results get their own
-    fenced commit (with the op state no longer listing them) ahead of the stream, instead of
-    riding in the round's settlement. Returns the state and the branch head after it.
+    any frame of the reply that reads it, on every orchestrator. So the results commit, fenced,
+    right before the first frame; a reply that writes no frame carries them in its settlement,
+    ahead of its own entry (FrameWriter's `prelude`). Returns the state after them.
     """
     paused = approval_pause_seconds(storage, state)
     settlement = settle_pending(storage, state, "the tool step did not report a result")
     if not settlement.writes:
-        return state, settlement.committed_head
+        head = settlement.committed_head
+        return state, _Results([], (), head, head)
     settled = state.model_copy(
         update={
             "pending_call_ids": [],
@@ -301,8 +334,12 @@ def _settle_tool_results(
         }
     )
     state_write = set_value(op_address(state.op_id), settled.model_dump(mode="json"))
-    fenced_commit(storage, state.op_id, [*settlement.writes, state_write])
-    return settled, settlement.head
+    return settled, _Results(
+        [*settlement.writes, state_write],
+        tuple(settlement.results),
+        settlement.committed_head,
+        settlement.head,
+    )
 
 
 def _stream(

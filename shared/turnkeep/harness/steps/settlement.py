@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections import Counter
 
 from turnkeep.harness.deps import HarnessDeps
-from turnkeep.harness.errors import FencedWriteError, StepInputError
+from turnkeep.harness.envelope_io import commit_mirrored
+from turnkeep.harness.errors import StepInputError
 from turnkeep.harness.io import ModelStepOutput, NextAction
-from turnkeep.harness.progress import fenced_commit
 from turnkeep.harness.recovery import Settlement, interrupted_response_writes
 from turnkeep.harness.state import (
     CallState,
@@ -19,11 +19,12 @@ from turnkeep.harness.state import (
     op_address,
     response_id,
 )
-from turnkeep.harness.steps.common import ended_output, envelope_progress, fail_output
+from turnkeep.harness.steps.common import ended_output, fail_output, progress_patch
 from turnkeep.harness.transcript import entry_data, message_from_json
 from turnkeep.providers.base import Message, ModelResponse
 from turnkeep.storage import (
     MESSAGE_ENTRY_TYPE,
+    GuardFailedError,
     JsonValue,
     Storage,
     UsageRow,
@@ -180,10 +181,17 @@ def _commit_round(
     op = state.op_id
     writes.append(set_value(op_address(op), new_state.model_dump(mode="json")))
     try:
-        result = fenced_commit(storage, op, writes)
-    except FencedWriteError:
+        # The envelope's progress mirror rides in the same request where it can.
+        commit_mirrored(
+            deps,
+            storage,
+            writes,
+            guard=op_address(op),
+            patch_for=lambda seqs: progress_patch(seqs[-1], new_state),
+            expect={"turnRunId": [op]},
+        )
+    except GuardFailedError:
         return ended_output(deps, storage, state.session_id, op, state.round)
-    envelope_progress(deps, state.session_id, op, result.seqs[-1], new_state)
     return ModelStepOutput(
         session_id=state.session_id,
         op_id=op,

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Collection, Mapping
 
-from turnkeep.envelope import EnvelopeConflictError
+from turnkeep.envelope import EnvelopeConflictError, MetaScalar
 from turnkeep.harness.approvals import latest_expiry
 from turnkeep.harness.deps import HarnessDeps
+from turnkeep.harness.envelope_io import commit_with_envelope
 from turnkeep.harness.errors import SessionNotFoundError, TurnConflictError
 from turnkeep.harness.io import FailTurnInput, StartTurnInput, StartTurnOutput
 from turnkeep.harness.state import (
@@ -25,7 +25,7 @@ from turnkeep.harness.steps.common import clip, epoch_ms, open_session, settle_e
 from turnkeep.harness.steps.terminal import fail_turn
 from turnkeep.harness.transcript import entry_data
 from turnkeep.providers.base import Message, TextPart
-from turnkeep.storage import MESSAGE_ENTRY_TYPE, Storage, insert_entry, set_value
+from turnkeep.storage import MESSAGE_ENTRY_TYPE, Storage, Write, insert_entry, set_value
 
 
 def new_op_id() -> str:
@@ -51,31 +51,8 @@ def start_turn(deps: HarnessDeps, inp: StartTurnInput) -> StartTurnOutput:
         meta = envelope.meta
         if not (meta.get("turnRunId") == op and meta.get("turnStatus") == "running"):
             _claim(deps, storage, inp.session_id, op)
-        now = deps.clock()
-        state = OperationState(
-            op_id=op,
-            session_id=inp.session_id,
-            user_id=inp.user_id,
-            model=inp.model,
-            started_at=now,
-            deadline_at=now + deps.limits.wall_clock_seconds,
-            user_entry_id=user_entry_id(op),
-            last_entry_id=user_entry_id(op),
-        )
-        message = Message("user", (TextPart(inp.text),))
         try:
-            result = storage.commit(
-                [
-                    insert_entry(
-                        state.user_entry_id,
-                        load_head(storage),
-                        MESSAGE_ENTRY_TYPE,
-                        entry_data(message, op=op, round=-1),
-                    ),
-                    set_value(head_address(), state.user_entry_id),
-                    set_value(op_address(op), state.model_dump(mode="json")),
-                ]
-            )
+            result = storage.commit(_first_writes(deps, storage, inp, op))
         except Exception as exc:
             deps.envelopes.update_worker_meta(
                 inp.session_id,
@@ -87,6 +64,63 @@ def start_turn(deps: HarnessDeps, inp: StartTurnInput) -> StartTurnOutput:
             inp.session_id, {"turnStreamCursor": result.seqs[-1]}, expect={"turnRunId": [op]}
         )
     return StartTurnOutput(session_id=inp.session_id, op_id=op, status="running")
+
+
+def start_turn_attached(
+    deps: HarnessDeps,
+    storage: Storage,
+    inp: StartTurnInput,
+    *,
+    owner_id: str,
+    envelope_patch: Mapping[str, MetaScalar | None],
+    envelope_expect: Mapping[str, Collection[MetaScalar | None]],
+) -> StartTurnOutput:
+    """A fresh turn's start in one request where the envelope shares `storage`'s table
+    (`attachable`): the claim, `envelope_patch` and the first commit, atomically.
+
+    For a new operation id (the API's); the claim needs a startable status and
+    `envelope_expect`. `EnvelopeConflictError` / `EnvelopeNotFoundError`: nothing was
+    written (the caller falls back to `start_turn`, which handles every case).
+    """
+    op = validate_op_id(inp.op_id)
+    writes = _first_writes(deps, storage, inp, op)
+    claim = {**_claim_patch(deps, op), **envelope_patch}
+    commit_with_envelope(
+        deps,
+        storage,
+        writes,
+        guard=None,
+        patch_for=lambda seqs: {**claim, "turnStreamCursor": seqs[-1]},
+        expect={"turnStatus": STARTABLE_STATUSES, **envelope_expect},
+        owner_id=owner_id,
+    )
+    return StartTurnOutput(session_id=inp.session_id, op_id=op, status="running")
+
+
+def _first_writes(deps: HarnessDeps, storage: Storage, inp: StartTurnInput, op: str) -> list[Write]:
+    """The turn's first commit: the user message entry, the branch head, the op state."""
+    now = deps.clock()
+    state = OperationState(
+        op_id=op,
+        session_id=inp.session_id,
+        user_id=inp.user_id,
+        model=inp.model,
+        started_at=now,
+        deadline_at=now + deps.limits.wall_clock_seconds,
+        user_entry_id=user_entry_id(op),
+        last_entry_id=user_entry_id(op),
+    )
+    message = Message("user", (TextPart(inp.text),))
+    return [
+        insert_entry(
+            state.user_entry_id,
+            load_head(storage),
+            MESSAGE_ENTRY_TYPE,
+            entry_data(message, op=op, round=-1),
+        ),
+        set_value(head_address(), state.user_entry_id),
+        set_value(op_address(op), state.model_dump(mode="json")),
+    ]
 
 
 def _overdue_seconds(
@@ -108,8 +142,8 @@ def _overdue_seconds(
     return overdue if overdue > deps.limits.stale_turn_seconds else None
 
 
-def _claim(deps: HarnessDeps, storage: Storage, session_id: str, op: str) -> None:
-    patch: dict[str, Any] = {
+def _claim_patch(deps: HarnessDeps, op: str) -> dict[str, MetaScalar | None]:
+    return {
         "turnStatus": "running",
         "turnRunId": op,
         "turnStartedAt": epoch_ms(deps.clock()),
@@ -120,6 +154,10 @@ def _claim(deps: HarnessDeps, storage: Storage, session_id: str, op: str) -> Non
         "usage": None,
         "turnFinishing": None,
     }
+
+
+def _claim(deps: HarnessDeps, storage: Storage, session_id: str, op: str) -> None:
+    patch = _claim_patch(deps, op)
     for attempt in range(2):
         try:
             deps.envelopes.update_worker_meta(

@@ -3,17 +3,21 @@ asking a running turn to stop (cancel), and reading a turn's terminal result."""
 
 from __future__ import annotations
 
-from turnkeep.envelope import Envelope, EnvelopeConflictError
+from turnkeep.envelope import Envelope, EnvelopeConflictError, EnvelopeNotFoundError
 from turnkeep.harness.approvals import awaiting_calls, tokens_of
 from turnkeep.harness.deps import HarnessDeps
+from turnkeep.harness.envelope_io import (
+    attachable,
+    commit_mirrored,
+    commit_with_envelope,
+    read_ahead,
+)
 from turnkeep.harness.errors import (
-    FencedWriteError,
     OperationNotFoundError,
     SessionNotFoundError,
     StepInputError,
 )
 from turnkeep.harness.io import CancelResult, FailTurnInput, FinishTurnInput, TurnResult
-from turnkeep.harness.progress import fenced_commit
 from turnkeep.harness.recovery import terminal_writes
 from turnkeep.harness.state import (
     ACTIVE_STATUSES,
@@ -21,8 +25,11 @@ from turnkeep.harness.state import (
     OperationState,
     TerminalStatus,
     TurnRecord,
+    call_address,
+    head_address,
     load_record,
     load_state,
+    op_address,
     op_scope,
     result_address,
     validate_op_id,
@@ -35,22 +42,61 @@ from turnkeep.harness.steps.common import (
     open_session,
     result_of,
     settle_envelope,
+    terminal_patch,
 )
-from turnkeep.storage import Storage, retire_scope, set_value
+from turnkeep.storage import GuardFailedError, Storage, retire_scope, set_value
 
 
 def finish_turn(deps: HarnessDeps, inp: FinishTurnInput) -> TurnResult:
     """End the turn as completed (aborted if a cancel arrived); idempotent."""
     with open_session(deps, inp.session_id) as storage:
+        envelope = read_ahead(
+            deps,
+            storage,
+            values=[op_address(inp.op_id), result_address(inp.op_id), head_address()],
+            scopes=[op_scope(inp.op_id)],
+            head=True,
+        )
         state = load_state(storage, inp.op_id)
         if state is None:
             return _repeat_terminal(deps, storage, inp.session_id, inp.op_id)
-        envelope = deps.envelopes.get(inp.session_id)
-        if cancelling(envelope, state.op_id) or not _fence_completion(deps, inp):
+        if state.pending_call_ids:
+            storage.prefetch([call_address(state.op_id, c) for c in state.pending_call_ids])
+        if cancelling(envelope, state.op_id):
+            record = commit_terminal(deps, storage, state, "aborted", "cancelled by request")
+        elif attachable(deps, storage):
+            record = _complete_attached(deps, storage, state)
+        elif not _fence_completion(deps, inp):
             record = commit_terminal(deps, storage, state, "aborted", "cancelled by request")
         else:
             record = commit_terminal(deps, storage, state, "completed", None)
         return result_of(inp.session_id, record)
+
+
+def _complete_attached(deps: HarnessDeps, storage: Storage, state: OperationState) -> TurnRecord:
+    """Complete the turn in one request with its envelope, only while it still says running.
+
+    Atomic where the envelope shares the storage's table: a cancel that landed first makes the
+    commit fail, and the turn is aborted instead (elsewhere `_fence_completion` orders them).
+    """
+    op = state.op_id
+    writes, record = terminal_writes(storage, state, "completed", None, deps.clock())
+    try:
+        commit_with_envelope(
+            deps,
+            storage,
+            writes,
+            guard=op_address(op),
+            patch_for=lambda seqs: terminal_patch(record, seqs[-1]),
+            expect={"turnRunId": [op], "turnStatus": ["running"]},
+        )
+    except GuardFailedError:
+        return _terminal_winner(deps, storage, state)
+    except (EnvelopeConflictError, EnvelopeNotFoundError):
+        if cancelling(deps.envelopes.get(state.session_id), op):
+            return commit_terminal(deps, storage, state, "aborted", "cancelled by request")
+        return commit_terminal(deps, storage, state, "completed", None)
+    return record
 
 
 def _fence_completion(deps: HarnessDeps, inp: FinishTurnInput) -> bool:
@@ -195,16 +241,27 @@ def commit_terminal(
     """The one fenced terminal commit plus its envelope write; the first terminal step wins."""
     writes, record = terminal_writes(storage, state, status, error, deps.clock())
     try:
-        result = fenced_commit(storage, state.op_id, writes)
-    except FencedWriteError:
-        # Another step's terminal commit landed first: its record is the outcome.
-        winner = load_record(storage, state.op_id)
-        if winner is None:
-            raise no_operation(state.session_id, state.op_id) from None
-        envelope_terminal(deps, state.session_id, winner, None)
-        return winner
-    envelope_terminal(deps, state.session_id, record, result.seqs[-1])
+        # The envelope mirror rides in the same request where it can.
+        commit_mirrored(
+            deps,
+            storage,
+            writes,
+            guard=op_address(state.op_id),
+            patch_for=lambda seqs: terminal_patch(record, seqs[-1]),
+            expect={"turnRunId": [state.op_id]},
+        )
+    except GuardFailedError:
+        return _terminal_winner(deps, storage, state)
     return record
+
+
+def _terminal_winner(deps: HarnessDeps, storage: Storage, state: OperationState) -> TurnRecord:
+    """Another step's terminal commit landed first: its record is the outcome."""
+    winner = load_record(storage, state.op_id)
+    if winner is None:
+        raise no_operation(state.session_id, state.op_id) from None
+    envelope_terminal(deps, state.session_id, winner, None)
+    return winner
 
 
 def _repeat_terminal(
@@ -223,11 +280,14 @@ def turn_result(deps: HarnessDeps, session_id: str, op_id: str) -> TurnResult | 
         return None if record is None else result_of(session_id, record)
 
 
-def reconcile_envelope(deps: HarnessDeps, envelope: Envelope) -> Envelope:
+def reconcile_envelope(
+    deps: HarnessDeps, envelope: Envelope, storage: Storage | None = None
+) -> Envelope:
     """`envelope`, first repaired if it says a turn runs that storage says has ended.
 
     For readers of the envelope (the API, server start-up): one storage read while a turn is
-    marked running or cancelling, none otherwise.
+    marked running or cancelling, none otherwise (none either when `storage`, an open handle
+    of the session, read the turn's result ahead).
     """
     meta = envelope.meta
     op_id = meta.get("turnRunId")
@@ -237,7 +297,11 @@ def reconcile_envelope(deps: HarnessDeps, envelope: Envelope) -> Envelope:
         validate_op_id(op_id)
     except StepInputError:
         return envelope  # not a turn (e.g. the API's delete marker)
-    with open_session(deps, envelope.session_id) as storage:
+    if storage is not None:
         if settle_envelope(deps, storage, envelope.session_id, op_id) is None:
             return envelope
+    else:
+        with open_session(deps, envelope.session_id) as handle:
+            if settle_envelope(deps, handle, envelope.session_id, op_id) is None:
+                return envelope
     return deps.envelopes.get(envelope.session_id) or envelope

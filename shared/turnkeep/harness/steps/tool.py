@@ -7,6 +7,7 @@ from typing import Any
 
 from turnkeep.harness import approvals
 from turnkeep.harness.deps import HarnessDeps
+from turnkeep.harness.envelope_io import read_ahead
 from turnkeep.harness.errors import FencedWriteError, StepInputError
 from turnkeep.harness.io import ToolStepInput, ToolStepOutput
 from turnkeep.harness.progress import ToolProgress, fenced_commit
@@ -17,6 +18,8 @@ from turnkeep.harness.state import (
     call_address,
     load_call,
     load_state,
+    op_address,
+    result_address,
     result_entry_id,
 )
 from turnkeep.harness.steps.common import (
@@ -38,6 +41,16 @@ def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
     if its tool declares `replay_safe`; otherwise it is recorded as an interrupted error result.
     """
     with open_session(deps, inp.session_id) as storage:
+        envelope = read_ahead(
+            deps,
+            storage,
+            values=[
+                op_address(inp.op_id),
+                result_address(inp.op_id),
+                call_address(inp.op_id, inp.call_id),
+            ],
+            head=True,
+        )
         state = load_state(storage, inp.op_id)
         if state is None:
             if settle_envelope(deps, storage, inp.session_id, inp.op_id) is None:
@@ -53,7 +66,6 @@ def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
             raise StepInputError(f"operation {inp.op_id!r} has no tool call {inp.call_id!r}")
         if call.phase == "done":
             return _tool_output(inp, "done", call)
-        envelope = deps.envelopes.get(inp.session_id)
         if cancelling(envelope, state.op_id):
             return _tool_output(inp, "skipped")  # the next model step aborts the turn
         registry = deps.registry(state.session_id, state.user_id)

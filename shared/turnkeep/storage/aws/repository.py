@@ -63,21 +63,13 @@ class AwsRepository(Repository):
         self._lock = threading.Lock()
 
     def open(self, session_id: str) -> AwsStorage:
-        """A handle on `session_id`; the first handle finishes any pending retirement cleanup."""
+        """A handle on `session_id` (no request: the head is read, and any pending retirement
+        cleanup finished, on the first use that needs the head)."""
         validate_session_id(session_id)
         with self._lock:
             state = self._sessions.setdefault(session_id, SessionState())
             state.refs += 1
-        storage = AwsStorage(self, session_id, state)
-        try:
-            with state.lock:
-                if not state.recovered:
-                    storage.recover()
-                    state.recovered = True
-        except BaseException:
-            self.release(session_id, state)
-            raise
-        return storage
+        return AwsStorage(self, session_id, state)
 
     def release(self, session_id: str, state: SessionState) -> None:
         """A handle closed: drop the shared caches once no handle of the session is open."""

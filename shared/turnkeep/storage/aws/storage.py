@@ -6,7 +6,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 from botocore.exceptions import BotoCoreError, ClientError
 
 from turnkeep.storage.addresses import Value, ValueList
+from turnkeep.storage.attached import AttachedKey, AttachedUpdate
 from turnkeep.storage.aws import keys
 from turnkeep.storage.aws.cleanup import delete_through
 from turnkeep.storage.aws.codec import (
@@ -39,6 +40,7 @@ from turnkeep.storage.aws.scoped import ObjectWrites, ScopeView, object_writes
 from turnkeep.storage.aws.session_txn import ActionMeta, plan_allocation, plan_session_commit
 from turnkeep.storage.base import ListOrder, Storage, now_ms
 from turnkeep.storage.errors import (
+    AttachedConditionError,
     EntryConflictError,
     GuardFailedError,
     StorageConflictError,
@@ -55,7 +57,7 @@ from turnkeep.storage.records import (
     StoredValue,
 )
 from turnkeep.storage.scopes import EphemeralScope, Scope, SessionScope
-from turnkeep.storage.writes import Transaction, UsageRow
+from turnkeep.storage.writes import InsertEntry, Transaction, UsageRow
 
 if TYPE_CHECKING:
     from turnkeep.storage.aws.repository import AwsRepository
@@ -123,43 +125,156 @@ class AwsStorage(Storage):
         self._table = repo.table
         self._bucket = repo.bucket
         self._pk = keys.session_pk(session_id)
+        # Read ahead by `prefetch`, each answered once (a later read goes to the table).
+        self._ahead: dict[str, Item | None] = {}
+        self._ahead_boundaries: dict[str, int] = {}
 
-    # -- open: retry unfinished cleanups ------------------------------------------------------
+    # -- the head: read on first need, then retry unfinished cleanups -------------------------
 
     def recover(self) -> None:
         """Read the head and finish every retirement cleanup a crash or failure left pending."""
-        head = self._read_head()
-        for marker in sorted(head.pending):
+        self._state.recovered = False
+        self._read_head()
+
+    def _recover(self, head: Head) -> None:
+        state = self._state
+        if state.recovered:
+            return
+        state.recovered = True
+        for marker in sorted(head.pending - state.done):
             boundary, scope_id = parse_marker(marker)
             self._cleanup(scope_id, boundary)
 
     def _cleanup(self, scope_id: str, boundary: int) -> None:
         prefix = self._repo.objects.scope_prefix(self.session_id, scope_id)
+        marker = pending_marker(boundary, scope_id)
         try:
             delete_through(self._s3, self._bucket, prefix, boundary)
         except StorageUnavailableError as exc:
             # The boundary already hides these objects; the head keeps the marker, so the
-            # next open retries the deletion.
+            # next handle that reads the head retries the deletion.
             LOG.warning("retirement cleanup of %r deferred: %s", scope_id, exc)
             return
-        self._state.done.add(pending_marker(boundary, scope_id))
+        # Recorded in the head at once, so no later handle lists the cleaned prefix again; the
+        # DELETE touches no sequence, so it races no head-conditioned commit.
+        try:
+            with aws_call("recording a finished cleanup"):
+                self._ddb.update_item(
+                    TableName=self._table,
+                    Key=self._key(keys.HEAD_SK),
+                    UpdateExpression=f"DELETE {PENDING} :m",
+                    ExpressionAttributeValues={":m": {"SS": [marker]}},
+                )
+        except StorageUnavailableError as exc:
+            LOG.warning("finished cleanup of %r recorded by the next commit: %s", scope_id, exc)
+            self._state.done.add(marker)
 
     def _read_head(self) -> Head:
         with aws_call("reading the sequence head"):
             found = self._ddb.get_item(
                 TableName=self._table, Key=self._key(keys.HEAD_SK), ConsistentRead=True
             )
-        head = head_from_item(found.get("Item"))
+        return self._adopt_head(found.get("Item"))
+
+    def _adopt_head(self, item: Item | None) -> Head:
+        head = head_from_item(item)
         previous = self._state.head
         self._state.observe(head, expected=None if previous is None else previous.last_seq)
+        self._recover(head)
         return head
+
+    # -- reading ahead ------------------------------------------------------------------------
+
+    def attached_table(self) -> str | None:
+        return self._table
+
+    def prefetch(
+        self,
+        values: Sequence[Value] = (),
+        *,
+        scopes: Sequence[EphemeralScope] = (),
+        attached: Sequence[AttachedKey] = (),
+        head: bool = False,
+        entries: Sequence[str] = (),
+    ) -> dict[AttachedKey, Mapping[str, Any] | None] | None:
+        """One BatchGetItem for the head, session values, scope boundaries, entry index items
+        and `attached` items of this table (docs/aws-storage.md, "Reads and caching")."""
+        with self._lock:
+            self._ensure_open()
+            return self._prefetch(values, scopes, attached, head, entries)
+
+    def entry_seqs(self, ids: Sequence[str]) -> dict[str, int]:
+        with self._lock:
+            self._ensure_open()
+            found: dict[str, int] = {}
+            missing = []
+            for entry_id in dict.fromkeys(ids):
+                sk = keys.entry_index_sk(entry_id)
+                if sk in self._ahead:
+                    item = self._ahead[sk]
+                    if item is not None:
+                        found[entry_id] = get_n(item, "seq")
+                else:
+                    missing.append(sk)
+            for item in self._batch_get(missing).values() if missing else ():
+                found[get_s(item, "id")] = get_n(item, "seq")
+            return found
+
+    def _prefetch(
+        self,
+        values: Sequence[Value],
+        scopes: Sequence[EphemeralScope],
+        attached: Sequence[AttachedKey],
+        head: bool,
+        entries: Sequence[str],
+    ) -> dict[AttachedKey, Mapping[str, Any] | None]:
+        state = self._state
+        wanted: dict[tuple[str, str], str] = {}  # (pk, sk) -> what
+        for entry_id in entries:
+            wanted[(self._pk, keys.entry_index_sk(entry_id))] = "value"
+        if head and state.head is None:
+            wanted[(self._pk, keys.HEAD_SK)] = "head"
+        scope_ids = {sc.id: sc for sc in scopes}
+        for address in values:
+            if isinstance(address.scope, EphemeralScope):
+                scope_ids.setdefault(address.scope.id, address.scope)
+            else:
+                wanted[(self._pk, keys.value_sk(address.namespace, address.key))] = "value"
+        for scope_id in scope_ids:
+            if scope_id not in state.views:
+                wanted[(self._pk, keys.retirement_sk(scope_id))] = "boundary"
+        for other in attached:
+            if other.table != self._table:
+                raise StorageValidationError(
+                    f"cannot read an item of table {other.table!r} with storage on {self._table!r}"
+                )
+            wanted[(other.pk, other.sk)] = "attached"
+        found = self._batch_get_keys(list(wanted)) if wanted else {}
+        for (pk, sk), what in wanted.items():
+            item = found.get((pk, sk))
+            if what == "head":
+                self._adopt_head(item)
+            elif what == "value":
+                self._ahead[sk] = item
+            elif what == "boundary":
+                self._ahead_boundaries[sk] = get_n(item, "seq") if item is not None else 0
+        return {other: found.get((other.pk, other.sk)) for other in attached}
 
     # -- commits ------------------------------------------------------------------------------
 
     def _commit(self, txn: Transaction) -> CommitResult:
-        if isinstance(txn.scope, EphemeralScope):
-            return self._commit_scoped(txn, txn.scope)
-        return self._commit_session(txn)
+        try:
+            if isinstance(txn.scope, EphemeralScope):
+                return self._commit_scoped(txn, txn.scope)
+            return self._commit_session(txn)
+        except BaseException:
+            self._forget_ahead()
+            raise
+
+    def _forget_ahead(self) -> None:
+        # A refused or raced commit means others wrote meanwhile: read afresh from now on.
+        self._ahead.clear()
+        self._ahead_boundaries.clear()
 
     def _commit_scoped(self, txn: Transaction, scope: EphemeralScope) -> CommitResult:
         state = self._state
@@ -215,6 +330,7 @@ class AwsStorage(Storage):
         # Contiguous with what this process last saw: nobody else allocated in between.
         state.observe(head, expected=None if previous is None else previous.last_seq + count)
         state.done -= done
+        self._recover(head)  # the returned head names pending cleanups like a read would
         return head
 
     def _allocate_guarded(self, count: int, guard: Value) -> Head:
@@ -277,7 +393,16 @@ class AwsStorage(Storage):
             ) from exc
         return True
 
-    def _commit_session(self, txn: Transaction) -> CommitResult:
+    def _commit_attached(self, txn: Transaction, attach: AttachedUpdate) -> CommitResult:
+        try:
+            return self._commit_session(txn, attach)
+        except BaseException:
+            self._forget_ahead()
+            raise
+
+    def _commit_session(
+        self, txn: Transaction, attach: AttachedUpdate | None = None
+    ) -> CommitResult:
         state = self._state
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             head = state.head if state.head is not None else self._read_head()
@@ -288,8 +413,18 @@ class AwsStorage(Storage):
                 head=head,
                 done_markers=frozenset(state.done),
             )
+            if attach is not None:
+                plan.actions.append(attach.action(plan.seqs))
+                plan.metas.append(ActionMeta("attached"))
             if not self._transact(plan.actions, plan.metas, attempt, txn.guard):
+                self._forget_ahead()
                 continue
+            for write in txn.writes:  # what was read ahead of these items is stale now
+                address = getattr(write, "address", None)
+                if isinstance(address, Value):
+                    self._ahead.pop(keys.value_sk(address.namespace, address.key), None)
+                elif isinstance(write, InsertEntry):
+                    self._ahead.pop(keys.entry_index_sk(write.id), None)
             state.head = plan.new_head
             state.done -= plan.done_removed
             for scope_id, boundary in plan.retired.items():
@@ -317,13 +452,15 @@ class AwsStorage(Storage):
         view = state.views.get(scope.id)
         if view is not None:
             return view
-        with aws_call(f"reading the retirement boundary of scope {scope.id!r}"):
-            found = self._ddb.get_item(
-                TableName=self._table,
-                Key=self._key(keys.retirement_sk(scope.id)),
-                ConsistentRead=True,
-            )
-        boundary = get_n(found["Item"], "seq") if "Item" in found else 0
+        boundary_sk = keys.retirement_sk(scope.id)
+        if boundary_sk in self._ahead_boundaries:
+            boundary = self._ahead_boundaries.pop(boundary_sk)
+        else:
+            with aws_call(f"reading the retirement boundary of scope {scope.id!r}"):
+                found = self._ddb.get_item(
+                    TableName=self._table, Key=self._key(boundary_sk), ConsistentRead=True
+                )
+            boundary = get_n(found["Item"], "seq") if "Item" in found else 0
         view = ScopeView(scope, boundary)
         prefix = self._repo.objects.scope_prefix(self.session_id, scope.id)
         live: list[str] = []
@@ -367,13 +504,15 @@ class AwsStorage(Storage):
     def _get_value(self, address: Value) -> StoredValue | None:
         if isinstance(address.scope, EphemeralScope):
             return self._view(address.scope).state.get_value(address)
-        with aws_call(f"reading {address}"):
-            found = self._ddb.get_item(
-                TableName=self._table,
-                Key=self._key(keys.value_sk(address.namespace, address.key)),
-                ConsistentRead=True,
-            )
-        item = found.get("Item")
+        sk = keys.value_sk(address.namespace, address.key)
+        if sk in self._ahead:
+            item = self._ahead[sk]
+        else:
+            with aws_call(f"reading {address}"):
+                found = self._ddb.get_item(
+                    TableName=self._table, Key=self._key(sk), ConsistentRead=True
+                )
+            item = found.get("Item")
         if item is None:
             return None
         return StoredValue(address, load_json(get_s(item, "v")), get_n(item, "seq"))
@@ -519,6 +658,30 @@ class AwsStorage(Storage):
                     return items
                 request["ExclusiveStartKey"] = last
 
+    def _batch_get_keys(self, wanted: list[tuple[str, str]]) -> dict[tuple[str, str], Item]:
+        """Items of this table by (pk, sk), strongly consistent; absent ones are left out."""
+        found: dict[tuple[str, str], Item] = {}
+        with aws_call(f"reading ahead for session {self.session_id!r}"):
+            for start in range(0, len(wanted), 100):
+                pending: dict[str, Any] = {
+                    self._table: {
+                        "Keys": [
+                            {"pk": s(pk), "sk": s(sk)} for pk, sk in wanted[start : start + 100]
+                        ],
+                        "ConsistentRead": True,
+                    }
+                }
+                attempt = 0
+                while pending:
+                    page = self._ddb.batch_get_item(RequestItems=pending)
+                    for item in page.get("Responses", {}).get(self._table, []):
+                        found[(get_s(item, "pk"), get_s(item, "sk"))] = item
+                    pending = dict(page.get("UnprocessedKeys") or {})
+                    if pending:
+                        attempt += 1
+                        time.sleep(min(0.5, 0.01 * 2**attempt))
+        return found
+
     def _batch_get(self, sort_keys: list[str]) -> dict[str, Item]:
         """Items by sort key (strongly consistent; unknown keys are absent)."""
         found: dict[str, Item] = {}
@@ -559,7 +722,7 @@ def _entry(item: Item) -> Entry:
 def _cancel_reasons(exc: ClientError) -> list[dict[str, Any]]:
     """One reason per action of a cancelled transaction (`{"Code": "None"}` = it passed)."""
     raw: Any = exc.response.get("CancellationReasons", [])
-    return [{k: v for k, v in dict(r).items() if k in ("Code", "Message")} for r in raw]
+    return [{k: v for k, v in dict(r).items() if k in ("Code", "Message", "Item")} for r in raw]
 
 
 def _raise_cancel_cause(
@@ -570,6 +733,7 @@ def _raise_cancel_cause(
     The guard is checked first, then duplicate ids, then parents (the memory backend's order).
     """
     failed: dict[str, list[ActionMeta]] = {}
+    attached_item: Any = None
     for index, reason in enumerate(_cancel_reasons(exc)):
         code = reason.get("Code")
         if code in (None, "None"):
@@ -577,6 +741,8 @@ def _raise_cancel_cause(
         meta = metas[index] if index < len(metas) else None
         if code == "ConditionalCheckFailed" and meta is not None:
             failed.setdefault(meta.kind, []).append(meta)
+            if meta.kind == "attached":
+                attached_item = reason.get("Item")
         elif code == "ValidationError":
             raise StorageValidationError(
                 f"DynamoDB rejected the session transaction: {reason.get('Message')}"
@@ -588,6 +754,11 @@ def _raise_cancel_cause(
     if "guard" in failed:
         raise GuardFailedError(
             f"commit to session {session_id!r} refused: guard {guard} does not exist"
+        )
+    if "attached" in failed:
+        raise AttachedConditionError(
+            f"commit to session {session_id!r} refused: the attached update's condition failed",
+            attached_item,
         )
     if "duplicate" in failed:
         raise EntryConflictError(f"entry id {failed['duplicate'][0].entry_id!r} already exists")
