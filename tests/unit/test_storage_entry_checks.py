@@ -42,8 +42,8 @@ def test_a_commit_check_of_a_large_session_does_not_copy_its_entry_index() -> No
         txn = build_transaction([insert_entry(entry_id, parent, "message", {"i": i})])
         state.check(txn)
         state.apply(txn, state.next_seq)
-    probe = ProbeOnlyIds(state.entries)
-    state.entries = probe  # type: ignore[assignment]
+    probe = ProbeOnlyIds(state.entries.index)
+    state.entries.index = probe  # type: ignore[assignment]
 
     state.check(build_transaction([insert_entry("m3", "m2", "message", {})]))
     with pytest.raises(EntryConflictError, match="'nope'"):
