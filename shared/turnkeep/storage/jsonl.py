@@ -26,7 +26,9 @@ is unlinked under the same lock; an unlink failure is logged, the commit stands,
 it. Open replays the main log and every sidecar in global sequence order, ignoring sidecar records
 at or below their scope's latest retirement but counting every complete record toward the next
 sequence; a torn final line is cut off, any other malformed line fails open with
-StorageCorruptionError (see jsonl_replay.py).
+StorageCorruptionError (see jsonl_replay.py). A snapshot `{dir}/{session_id}.jsonl.snapshot`
+(jsonl_snapshot.py), written at the last close once the log has grown enough, stands for
+replaying the main log's prefix it covers whenever it checks out against that prefix.
 
 Ownership: one process owns a JSONL session. Handles opened in one process share one live session
 (reference counted; the last close releases it and the next open re-reads the files), so threads

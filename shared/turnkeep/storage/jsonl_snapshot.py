@@ -185,10 +185,13 @@ def _restore(header: dict[str, Any], body: dict[str, Any], size: int) -> Restore
     firsts, lasts = _ints(body["runFirsts"]), _ints(body["runLasts"])
     if len(firsts) != len(lasts):
         raise ValueError("runFirsts and runLasts differ in length")
+    last_seq = body["lastSeq"]
+    if type(last_seq) is not int or last_seq < 0:
+        raise ValueError(f"lastSeq {last_seq!r}")
     boundaries = body["boundaries"]
-    if not isinstance(boundaries, dict):
-        raise TypeError("boundaries is not an object")
-    main = MainLog(lines, body["lastSeq"], firsts, lasts, boundaries)
+    if not isinstance(boundaries, dict) or not set(map(type, boundaries.values())) <= {int}:
+        raise TypeError("boundaries is not an object of ints")
+    main = MainLog(lines, last_seq, firsts, lasts, boundaries)
 
     values: dict[PhysKey, tuple[str, int]] = {
         (_SESSION_KEY, ns, key): (text, seq) for ns, key, text, seq in body["values"]
