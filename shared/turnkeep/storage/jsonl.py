@@ -192,7 +192,8 @@ class JsonlSession:
             if len(prefix) != size or not prefix.endswith(b"\n"):
                 raise OSError(f"main log holds {len(prefix)} bytes, expected {size} ending a line")
             content = snapshots.encode(self.session_id, prefix, self.main_log, self.state)
-            # Always fsync'd, so a snapshot that survives a power loss is a whole one.
+            # Always fsync'd (it is written rarely): a power loss then leaves this snapshot or
+            # the previous one, not an empty file that would cost a full replay.
             files.create_atomically(path, content, fsync=True)
         except (OSError, ValueError) as exc:  # ValueError: text JSON cannot hold
             log.warning("jsonl storage: could not write snapshot %s: %s", path, exc)
