@@ -26,7 +26,9 @@ is unlinked under the same lock; an unlink failure is logged, the commit stands,
 it. Open replays the main log and every sidecar in global sequence order, ignoring sidecar records
 at or below their scope's latest retirement but counting every complete record toward the next
 sequence; a torn final line is cut off, any other malformed line fails open with
-StorageCorruptionError (see jsonl_replay.py).
+StorageCorruptionError (see jsonl_replay.py). A snapshot `{dir}/{session_id}.jsonl.snapshot`
+(jsonl_snapshot.py), written at the last close once the log has grown enough, stands for
+replaying the main log's prefix it covers whenever it checks out against that prefix.
 
 Ownership: one process owns a JSONL session. Handles opened in one process share one live session
 (reference counted; the last close releases it and the next open re-reads the files), so threads
@@ -44,6 +46,7 @@ from typing import Final
 from urllib.parse import SplitResult, parse_qsl
 
 from turnkeep.storage import jsonl_sidecars as files
+from turnkeep.storage import jsonl_snapshot as snapshots
 from turnkeep.storage.addresses import Value, ValueList
 from turnkeep.storage.base import ListOrder, Repository, Storage, now_ms, validate_session_id
 from turnkeep.storage.errors import (
@@ -54,6 +57,7 @@ from turnkeep.storage.errors import (
 from turnkeep.storage.factory import path_from_url
 from turnkeep.storage.jsonl_codec import encode_scope_header, encode_transaction
 from turnkeep.storage.jsonl_replay import replay
+from turnkeep.storage.jsonl_snapshot import MainLog
 from turnkeep.storage.memory_state import MemoryState
 from turnkeep.storage.records import (
     CommitResult,
@@ -68,6 +72,11 @@ from turnkeep.storage.writes import RetireScope, Transaction
 
 MAX_OPEN_SIDECARS: Final = 64
 """Sidecar descriptors kept open per session (least recently used ones are closed)."""
+SNAPSHOT_MIN_BYTES: Final = 64 * 1024
+SNAPSHOT_GROWTH: Final = 8
+"""The last close writes a snapshot once the main log has grown past it by SNAPSHOT_MIN_BYTES
+and by 1/SNAPSHOT_GROWTH of what it covers: a small log replays in milliseconds, and the
+geometric step keeps the total bytes of snapshots written proportional to the log's size."""
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +94,10 @@ class JsonlSession:
         loaded = replay(directory, session_id, fsync=fsync)
         self.state: MemoryState = loaded.state
         self.lock = self.state.lock
+        self.main_log: MainLog = loaded.main
+        """Kept current with every main-log commit, for the snapshot written at close."""
+        self.snapshot_bytes = loaded.snapshot_bytes
+        """Bytes of the main log the snapshot on disk covers (0: none)."""
         self._main = files.AppendFile(self.main_path)
         self._sidecars: OrderedDict[str, files.AppendFile] = OrderedDict()
         self._good_sizes: dict[str, int] = {}
@@ -109,8 +122,11 @@ class JsonlSession:
                 f"jsonl commit to session {self.session_id!r} failed and was not applied: {exc}"
             ) from exc
         state.apply(txn, first)
-        for write in txn.writes:
+        if target is self._main:
+            self.main_log.add(first, seqs[-1])
+        for write, seq in zip(txn.writes, seqs, strict=True):
             if isinstance(write, RetireScope):
+                self.main_log.boundaries[write.scope.id] = seq
                 self._remove_sidecar(write.scope.id)
         return CommitResult(first, seqs, ts, state.stats)
 
@@ -158,6 +174,32 @@ class JsonlSession:
             except OSError as exc:  # the retirement is durable in the main log already
                 log.warning("jsonl storage: fsync of %s failed: %s", path, exc)
 
+    def snapshot_due(self) -> bool:
+        """True when the log has grown enough past its snapshot to write a new one."""
+        uncovered = self._main.size - self.snapshot_bytes
+        return uncovered >= max(SNAPSHOT_MIN_BYTES, self.snapshot_bytes // SNAPSHOT_GROWTH)
+
+    def write_snapshot(self) -> None:
+        """Write the snapshot of the main log as it is now; failure is logged, never raised
+        (the snapshot is a cache: the log stays the record)."""
+        if self.deleted or self._main.dirty:
+            return  # bytes of a failed append may follow the last complete line
+        size = self._main.size
+        path = files.snapshot_path(self.main_path)
+        try:
+            with open(self.main_path, "rb") as handle:
+                prefix = handle.read(size)
+            if len(prefix) != size or not prefix.endswith(b"\n"):
+                raise OSError(f"main log holds {len(prefix)} bytes, expected {size} ending a line")
+            content = snapshots.encode(self.session_id, prefix, self.main_log, self.state)
+            # Always fsync'd (it is written rarely): a power loss then leaves this snapshot or
+            # the previous one, not an empty file that would cost a full replay.
+            files.create_atomically(path, content, fsync=True)
+        except (OSError, ValueError) as exc:  # ValueError: text JSON cannot hold
+            log.warning("jsonl storage: could not write snapshot %s: %s", path, exc)
+            return
+        self.snapshot_bytes = size
+
     def close_files(self) -> None:
         """Close every descriptor (the session is no longer usable for writes)."""
         self._main.close()
@@ -201,6 +243,10 @@ def _release(session: JsonlSession) -> None:
             return
         if _LIVE.get(session.main_path) is session:
             del _LIVE[session.main_path]
+        if session.snapshot_due():
+            # Under the registry lock: no open of this session can replay or clean up its
+            # files meanwhile.
+            session.write_snapshot()
         session.close_files()
 
 

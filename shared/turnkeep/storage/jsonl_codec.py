@@ -44,6 +44,8 @@ class RecordError(ValueError):
 # Same canonical form as jsonvalue.dump_json, so replayed values equal committed ones; built once
 # because json.dumps with options constructs an encoder per call (a third of reopen time).
 _dump = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+dump_compact: Final = _dump
+"""Compact JSON text of a JSON value (the form every line and snapshot is written in)."""
 _raw_decode = json.JSONDecoder().raw_decode
 
 

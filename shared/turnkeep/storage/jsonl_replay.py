@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from turnkeep.storage import jsonl_sidecars as files
+from turnkeep.storage import jsonl_snapshot as snapshots
 from turnkeep.storage.errors import EntryConflictError, StorageCorruptionError
 from turnkeep.storage.jsonl_codec import (
     Record,
@@ -19,6 +20,7 @@ from turnkeep.storage.jsonl_codec import (
     parse_scope_header,
     parse_session_header,
 )
+from turnkeep.storage.jsonl_snapshot import MainLog, Restored
 from turnkeep.storage.memory_state import MemoryState
 from turnkeep.storage.scopes import SESSION_SCOPE, EphemeralScope, Scope
 from turnkeep.storage.writes import InsertEntry, Transaction, Write
@@ -38,11 +40,12 @@ class _Txn:
 
 @dataclass(slots=True)
 class Replayed:
-    """What open produced: resident state and the files it found."""
+    """What open produced: resident state, the main log's summary and the files it found."""
 
     state: MemoryState
-    boundaries: dict[str, int] = field(default_factory=dict)
-    """Latest retirement sequence per scope id."""
+    main: MainLog = field(default_factory=MainLog)
+    snapshot_bytes: int = 0
+    """Bytes of the main log the snapshot on disk covers (0: none usable)."""
     repaired: list[str] = field(default_factory=list)
 
 
@@ -50,13 +53,20 @@ def _corrupt(path: str, line_no: int, exc: Exception) -> StorageCorruptionError:
     return StorageCorruptionError(f"{path}: line {line_no}: {exc}")
 
 
-def _records(path: str, lines: list[bytes], scope_id: str | None) -> Iterator[tuple[int, Record]]:
-    """Parse every record line after the header; they must be strictly increasing."""
-    previous = 0
-    for index in range(1, len(lines)):
-        line_no = index + 1
+def _records(
+    path: str,
+    lines: list[bytes],
+    scope_id: str | None,
+    *,
+    first_line_no: int = 2,
+    previous: int = 0,
+) -> Iterator[tuple[int, Record]]:
+    """Parse record lines (numbered from `first_line_no`); their sequences must strictly
+    increase from `previous` on."""
+    for index, line in enumerate(lines):
+        line_no = first_line_no + index
         try:
-            record = parse_record(lines[index])
+            record = parse_record(line)
         except RecordError as exc:
             raise _corrupt(path, line_no, exc) from exc
         if record.scope_id != scope_id:
@@ -76,6 +86,26 @@ def _create_main(main: str, session_id: str, *, fsync: bool) -> None:
     files.create_atomically(main, encode_session_header(session_id, 1), fsync=fsync)
 
 
+def _restore(main: str, session_id: str, log_data: bytes) -> Restored | None:
+    """The snapshot of `main` if it checks out against `log_data` (the log's complete lines);
+    a rejected one is removed."""
+    path = files.snapshot_path(main)
+    try:
+        with open(path, "rb") as handle:
+            content = handle.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("jsonl storage: cannot read snapshot %s, replaying the log: %s", path, exc)
+        return None
+    try:
+        return snapshots.load(content, session_id, log_data)
+    except snapshots.SnapshotRejected as exc:
+        log.warning("jsonl storage: ignoring snapshot %s, replaying the log: %s", path, exc)
+        files.try_remove(path, why="rejected snapshot")
+        return None
+
+
 def replay(directory: str, session_id: str, *, fsync: bool) -> Replayed:
     """Read (creating or repairing) every file of the session and rebuild its state."""
     main = files.main_path(directory, session_id)
@@ -88,32 +118,49 @@ def replay(directory: str, session_id: str, *, fsync: bool) -> Replayed:
         # Sidecars are only ever created after their main file, so a sidecar directory
         # without one is the remains of an interrupted delete: it must not come back to life.
         files.remove_scopes_dir(main)
+        files.remove_snapshot(main)
         _create_main(main, session_id, fsync=fsync)
         return result
     contents = files.read_and_repair(main)
     if contents.repaired:
         result.repaired.append(main)
-    if not contents.lines:
+    if not contents.data:
         # Only a torn header: the file never held a committed transaction (rename replaces it).
         _create_main(main, session_id, fsync=fsync)
         contents = files.read_and_repair(main)
+    header_end = contents.data.index(b"\n")
     try:
-        header_next = parse_session_header(contents.lines[0], session_id)
+        header_next = parse_session_header(contents.data[:header_end], session_id)
     except RecordError as exc:
         raise _corrupt(main, 1, exc) from exc
-    high_water = header_next - 1
+
+    # A snapshot stands for replaying the first bytes of the log (docs/jsonl-format.md).
+    restored = _restore(main, session_id, contents.data)
+    covered = MainLog()
+    start = header_end + 1
+    if restored is not None:
+        result.state, result.main = restored.state, restored.main
+        result.snapshot_bytes = start = restored.log_bytes
+        covered = restored.main.copy()
+    main_log = result.main
     main_txns: list[_Txn] = []
-    boundaries = result.boundaries
-    for line_no, record in _records(main, contents.lines, None):
-        txn = _Txn(record, SESSION_SCOPE, main, line_no)
-        main_txns.append(txn)
-        high_water = max(high_water, record.last)
+    boundaries = main_log.boundaries
+    for line_no, record in _records(
+        main,
+        contents.lines(start),
+        None,
+        first_line_no=main_log.lines + 1,
+        previous=main_log.last_seq,
+    ):
+        main_txns.append(_Txn(record, SESSION_SCOPE, main, line_no))
+        main_log.add(record.first, record.last)
         # 5. Latest retirement per scope (only retirements need decoding up front).
         for item, seq in zip(record.body["writes"], record.seqs, strict=True):
             if isinstance(item, dict) and item.get("kind") == "scope":
                 scope_id = item.get("scopeId")
                 if isinstance(scope_id, str):
                     boundaries[scope_id] = seq
+    high_water = max(header_next - 1, main_log.last_seq)
 
     # 2-3. Sidecars: validate identity, repair torn tails, parse every complete record.
     sidecars, temps = files.discover(main)
@@ -125,21 +172,29 @@ def replay(directory: str, session_id: str, *, fsync: bool) -> Replayed:
         contents = files.read_and_repair(sidecar.path)
         if contents.repaired:
             result.repaired.append(sidecar.path)
-        if not contents.lines:
+        lines = contents.lines()
+        if not lines:
             # A header-less file can hold no committed record (records follow the header).
             removable.append(sidecar.path)
             continue
         try:
-            scope_id = parse_scope_header(contents.lines[0], session_id, sidecar.quoted_id)
+            scope_id = parse_scope_header(lines[0], session_id, sidecar.quoted_id)
         except RecordError as exc:
             raise _corrupt(sidecar.path, 1, exc) from exc
         boundary = boundaries.get(scope_id, 0)
         scope = EphemeralScope(scope_id)
         kept: list[_Txn] = []
-        for line_no, record in _records(sidecar.path, contents.lines, scope_id):
+        for line_no, record in _records(sidecar.path, lines[1:], scope_id):
             # 4. Every complete record counts toward the high-water, kept or not.
             high_water = max(high_water, record.last)
             if record.first > boundary:
+                if covered.holds_any(record.first, record.last):
+                    # The snapshot's records are not merged below: check against their spans.
+                    raise _corrupt(
+                        sidecar.path,
+                        line_no,
+                        RecordError(f"seq {record.first} is held by a record of the main log too"),
+                    )
                 kept.append(_Txn(record, scope, sidecar.path, line_no))
             elif record.last > boundary:
                 raise _corrupt(

@@ -1,7 +1,8 @@
 """Files of the JSONL backend: naming, atomic creation, torn-tail repair, appends, cleanup.
 
-Paths: main log `{dir}/{session_id}.jsonl`; sidecar directory `{main}.scopes/`; sidecar
-`scope-{quote_scope_id(id)}.scope`. Temporary files end in `.tmp` and are never discovered.
+Paths: main log `{dir}/{session_id}.jsonl`; its snapshot `{main}.snapshot`; sidecar directory
+`{main}.scopes/`; sidecar `scope-{quote_scope_id(id)}.scope`. Temporary files end in `.tmp` and
+are never discovered.
 Module-level `write_all` and `remove_file` are the only write/unlink primitives, so tests can
 inject failures without touching `os` globally.
 """
@@ -20,6 +21,7 @@ from turnkeep.storage.scopes import quote_scope_id
 
 MAIN_SUFFIX: Final = ".jsonl"
 SCOPES_SUFFIX: Final = ".scopes"
+SNAPSHOT_SUFFIX: Final = ".snapshot"
 SIDECAR_PREFIX: Final = "scope-"
 SIDECAR_SUFFIX: Final = ".scope"
 TEMP_SUFFIX: Final = ".tmp"
@@ -35,6 +37,11 @@ def main_path(directory: str, session_id: str) -> str:
 def scopes_dir(main: str) -> str:
     """The sidecar directory owned by main log `main`."""
     return main + SCOPES_SUFFIX
+
+
+def snapshot_path(main: str) -> str:
+    """The snapshot of main log `main` (docs/jsonl-format.md, Snapshot)."""
+    return main + SNAPSHOT_SUFFIX
 
 
 def sidecar_path(main: str, scope_id: str) -> str:
@@ -99,10 +106,15 @@ def create_atomically(path: str, content: bytes, *, fsync: bool) -> None:
 class LogContents:
     """The complete lines of a log file and whether a torn tail was cut off."""
 
-    lines: list[bytes]
-    size: int
-    """Byte length of the complete lines (the repaired file size)."""
+    data: bytes
+    """The complete lines, each ending in a newline (the repaired file's content)."""
     repaired: bool
+
+    def lines(self, start: int = 0) -> list[bytes]:
+        """The lines from byte offset `start` (a line start) on, without their newlines."""
+        lines = self.data[start:].split(b"\n")
+        lines.pop()  # the empty string after the final newline
+        return lines
 
 
 def read_and_repair(path: str) -> LogContents:
@@ -114,9 +126,8 @@ def read_and_repair(path: str) -> LogContents:
     if repaired:
         # Discarded bytes never committed (a commit returns only after its newline landed).
         os.truncate(path, end)
-    lines = data[:end].split(b"\n")
-    lines.pop()  # the empty string after the final newline
-    return LogContents(lines, end, repaired)
+        data = data[:end]
+    return LogContents(data, repaired)
 
 
 class AppendFile:
@@ -236,13 +247,24 @@ def list_main_files(directory: str) -> list[str]:
 
 
 def remove_session_files(main: str) -> None:
-    """Delete the main log, then the sidecar directory recursively; absent parts are fine."""
+    """Delete the main log, then its snapshot and the sidecar directory recursively; absent
+    parts are fine."""
     with contextlib.suppress(FileNotFoundError):
         remove_file(main)
     for temp in main_temp_files(main):
         with contextlib.suppress(FileNotFoundError):
             remove_file(temp)
+    remove_snapshot(main)
     remove_scopes_dir(main)
+
+
+def remove_snapshot(main: str) -> None:
+    """Delete the snapshot of `main` if there is one (raises other OSErrors)."""
+    snapshot = snapshot_path(main)
+    # Probed first so that sessions without a snapshot make no unlink call at all.
+    if os.path.lexists(snapshot):
+        with contextlib.suppress(FileNotFoundError):
+            remove_file(snapshot)
 
 
 def remove_scopes_dir(main: str) -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 
 from turnkeep.storage.addresses import Value, ValueList
 from turnkeep.storage.errors import EntryConflictError, GuardFailedError
-from turnkeep.storage.jsonvalue import load_json
+from turnkeep.storage.jsonvalue import load_json, load_json_many
 from turnkeep.storage.records import (
     MESSAGE_ENTRY_TYPE,
     Entry,
@@ -35,16 +35,71 @@ PhysKey = tuple[str, str, str]
 """(scope key, namespace, key): scope is part of physical identity."""
 
 
-@dataclass(slots=True)
-class _StoredEntry:
-    id: str
-    parent_id: str | None
-    type: str
-    data_json: str
-    seq: int
+class EntryTable:
+    """Transcript entries in insertion order (= sequence order), stored column by column.
 
-    def to_entry(self) -> Entry:
-        return Entry(self.id, self.parent_id, self.type, load_json(self.data_json), self.seq)
+    Columns instead of one object per entry: a JSONL snapshot restores a session's entries as
+    five lists and an index, with no per-entry Python object to build on open."""
+
+    __slots__ = ("data", "ids", "index", "parents", "seqs", "types")
+
+    def __init__(
+        self,
+        ids: list[str] | None = None,
+        parents: list[str | None] | None = None,
+        types: list[str] | None = None,
+        data: list[str] | None = None,
+        seqs: list[int] | None = None,
+    ) -> None:
+        """Columns of equal length, `seqs` strictly increasing (the caller guarantees both)."""
+        self.ids: list[str] = ids if ids is not None else []
+        self.parents: list[str | None] = parents if parents is not None else []
+        self.types: list[str] = types if types is not None else []
+        self.data: list[str] = data if data is not None else []
+        """Canonical JSON text of each entry's payload."""
+        self.seqs: list[int] = seqs if seqs is not None else []
+        self.index: dict[str, int] = dict(zip(self.ids, range(len(self.ids)), strict=True))
+        """Entry id -> position in the columns."""
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def add(
+        self, entry_id: str, parent_id: str | None, type: str, data_json: str, seq: int
+    ) -> None:
+        """Append one entry (its id is new and its seq above every earlier one)."""
+        self.index[entry_id] = len(self.ids)
+        self.ids.append(entry_id)
+        self.parents.append(parent_id)
+        self.types.append(type)
+        self.data.append(data_json)
+        self.seqs.append(seq)
+
+    def rows(self, start: int = 0, stop: int | None = None) -> list[Entry]:
+        """Entries at positions [start, stop), payloads decoded fresh."""
+        window = slice(start, stop)
+        payloads = load_json_many(self.data[window])
+        return [
+            Entry(entry_id, parent, type, payload, seq)
+            for entry_id, parent, type, payload, seq in zip(
+                self.ids[window],
+                self.parents[window],
+                self.types[window],
+                payloads,
+                self.seqs[window],
+                strict=True,
+            )
+        ]
+
+    def get(self, ids: list[str]) -> list[Entry]:
+        """Entries with the given ids, in that order; unknown ids are skipped."""
+        index = self.index
+        found = [index[i] for i in ids if i in index]
+        payloads = load_json_many([self.data[p] for p in found])
+        return [
+            Entry(self.ids[p], self.parents[p], self.types[p], payload, self.seqs[p])
+            for p, payload in zip(found, payloads, strict=True)
+        ]
 
 
 @dataclass
@@ -54,14 +109,25 @@ class MemoryState:
     next_seq: int = 1
     values: dict[PhysKey, tuple[str, int]] = field(default_factory=dict)
     lists: dict[PhysKey, list[tuple[int, str, str | None]]] = field(default_factory=dict)
-    entries: dict[str, _StoredEntry] = field(default_factory=dict)
-    entry_order: list[str] = field(default_factory=list)
+    entries: EntryTable = field(default_factory=EntryTable)
     usage: list[UsageRow] = field(default_factory=list)
     _stats: StorageStats = field(default_factory=StorageStats)
     _new_entries: int = 0
     _new_messages: int = 0
     """Entries applied since `_stats` was last brought up to date (see `stats`)."""
     lock: threading.RLock = field(default_factory=threading.RLock)
+
+    @classmethod
+    def restored(
+        cls,
+        values: dict[PhysKey, tuple[str, int]],
+        lists: dict[PhysKey, list[tuple[int, str, str | None]]],
+        entries: EntryTable,
+        usage: list[UsageRow],
+        stats: StorageStats,
+    ) -> MemoryState:
+        """State rebuilt from a saved copy (a JSONL snapshot); `stats` must match the rest."""
+        return cls(values=values, lists=lists, entries=entries, usage=usage, _stats=stats)
 
     @property
     def stats(self) -> StorageStats:
@@ -82,10 +148,11 @@ class MemoryState:
         """Raise GuardFailedError or EntryConflictError if `txn` cannot apply; changes nothing."""
         if txn.guard is not None and _phys(txn.guard) not in self.values:
             raise GuardFailedError(f"commit refused: guard {txn.guard} does not exist")
-        duplicates = [i for i in txn.entry_ids if i in self.entries]
+        index = self.entries.index
+        duplicates = [i for i in txn.entry_ids if i in index]
         if duplicates:
             raise EntryConflictError(f"entry id {duplicates[0]!r} already exists")
-        missing = missing_parents(txn, self.entries)
+        missing = missing_parents(txn, index)
         if missing:
             entry_id, parent = missing[0]
             raise EntryConflictError(
@@ -115,10 +182,7 @@ class MemoryState:
         elif isinstance(write, RetireScope):
             self.retire(write.scope.id)
         elif isinstance(write, InsertEntry):
-            self.entries[write.id] = _StoredEntry(
-                write.id, write.parent_id, write.type, write.data_json, seq
-            )
-            self.entry_order.append(write.id)
+            self.entries.add(write.id, write.parent_id, write.type, write.data_json, seq)
             self._new_entries += 1
             if write.type == MESSAGE_ENTRY_TYPE:
                 self._new_messages += 1
@@ -172,15 +236,11 @@ class MemoryState:
         return [ListElement(seq, load_json(text), tag) for seq, text, tag in picked]
 
     def get_entries(self, ids: list[str]) -> list[Entry]:
-        return [self.entries[i].to_entry() for i in ids if i in self.entries]
+        return self.entries.get(ids)
 
     def scan_entries(self, after_seq: int | None, limit: int | None) -> list[Entry]:
-        order = self.entry_order
-        start = 0
-        if after_seq is not None:
-            start = bisect.bisect_right(order, after_seq, key=lambda i: self.entries[i].seq)
-        picked = order[start:] if limit is None else order[start : start + limit]
-        return [self.entries[i].to_entry() for i in picked]
+        start = 0 if after_seq is None else bisect.bisect_right(self.entries.seqs, after_seq)
+        return self.entries.rows(start, None if limit is None else start + limit)
 
     def snapshot(self) -> Snapshot:
         values = tuple(
@@ -196,7 +256,7 @@ class MemoryState:
             for k, rows in sorted(self.lists.items())
             if k[0] == ""
         )
-        entries = tuple(self.entries[i].to_entry() for i in self.entry_order)
+        entries = tuple(self.entries.rows())
         return Snapshot(values, lists, entries, tuple(self.usage))
 
 
