@@ -37,6 +37,15 @@ def reset_runtime() -> None:
         _RUNTIME = None
 
 
+def install_runtime(runtime: Runtime | None) -> Runtime | None:
+    """Make `runtime` the container's runtime (None: build from the environment on next use);
+    returns the one it replaces, unclosed. For tests that run the handlers on prepared deps."""
+    global _RUNTIME
+    with _LOCK:
+        previous, _RUNTIME = _RUNTIME, runtime
+        return previous
+
+
 def idempotency_store(function: str) -> SessionKeyedPersistenceLayer:
     """Powertools idempotency records in the session table (`TURNKEEP_TABLE`), one partition
     per (step, session) — `IDEMPOTENCY#<function>#<session id>` — expiring through the table's
