@@ -8,9 +8,12 @@ to a `CrashPlan` (`tests.support.crash_points`). Two ways a deployment recovers:
   A crash kills the process; the restart runs the server's real start-up recovery
   (`turnkeep.api.serve.resume_unfinished` on a `LocalLauncher`), then the session is opened
   once more (the next open: JSONL repairs and unlinks leftovers).
-- aws (DynamoDB + S3 under moto): each step is one Lambda invocation as the state machine drives
-  it (model → parallel tool calls → model … → finish/fail). A crash kills that invocation; Step
-  Functions retries the same step with the same payload in a fresh container. `start_turn` runs
+- aws (DynamoDB + S3 under moto): each step is one invocation of its real Lambda handler
+  (`functions/turn_steps/app.py`, called in-process with a fake context) on the JSON payload the
+  state machine sends, in its order (model → parallel tool calls → model … → finish/fail; Retry
+  and Catch as `statemachine/turn.asl.json` says). A container is the handler module imported
+  anew with a runtime on hooked deps (`lambda_runtime.install_runtime`). A crash kills that
+  invocation; Step Functions delivers the same payload to a fresh container. `start_turn` runs
   in the API function, which nothing retries: a crash there is recovered by the session's next
   `start_turn` once the turn is past its deadline plus `stale_turn_seconds` (the abandoned-turn
   takeover), which a fake clock reaches at once.
@@ -21,13 +24,16 @@ same call in every run and a crash point is reproducible.
 
 from __future__ import annotations
 
+import functools
+import json
 import sqlite3
 import uuid
 from collections import Counter
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Protocol
 
 from tests.support.crash_points import (
@@ -43,19 +49,11 @@ from tests.support.crash_points import (
 from turnkeep.envelope import EnvelopeStore
 from turnkeep.envelope.sqlite import SqliteEnvelopeStore
 from turnkeep.harness import (
-    FailTurnInput,
-    FinishTurnInput,
     HarnessDeps,
     HarnessLimits,
-    ModelStepInput,
     StartTurnInput,
-    ToolStepInput,
-    fail_turn,
-    finish_turn,
-    model_step,
     resume_turn,
     start_turn,
-    tool_step,
 )
 from turnkeep.harness.state import (
     CALL_NS,
@@ -74,6 +72,9 @@ from turnkeep.harness.state import (
 from turnkeep.harness.transcript import branch_messages
 from turnkeep.providers.base import ToolCallPart, ToolResultPart, check_transcript
 from turnkeep.providers.scripted import ScriptedProvider
+from turnkeep.runtime import Runtime
+from turnkeep.settings import TurnkeepSettings
+from turnkeep.step_events import StepName, run_step
 from turnkeep.storage import Storage, open_storage, set_value, value
 from turnkeep.storage import jsonl_sidecars as jsonl_files
 
@@ -112,6 +113,10 @@ class Deployment(Protocol):
 
     def process(self) -> HarnessDeps:
         """The deps of a freshly started process (its calls report to `plan`)."""
+        ...
+
+    def container(self) -> StepContainer:
+        """A freshly started container of the step functions (its calls report to `plan`)."""
         ...
 
     def envelopes(self) -> EnvelopeStore:
@@ -170,6 +175,9 @@ class LocalDeployment:
             limits=LIMITS,
         )
 
+    def container(self) -> StepContainer:
+        return HarnessContainer(self.process())
+
     def envelopes(self) -> EnvelopeStore:
         return SqliteEnvelopeStore(self.envelope_path)
 
@@ -196,8 +204,6 @@ def recover_local(deployment: LocalDeployment) -> list[str]:
     """A server restart: the real start-up recovery drives every turn left running to its end."""
     from turnkeep.api.launch import LocalLauncher
     from turnkeep.api.serve import resume_unfinished
-    from turnkeep.runtime import Runtime
-    from turnkeep.settings import TurnkeepSettings
 
     deployment.plan.arm(None)
     deps = deployment.process()
@@ -256,8 +262,16 @@ class AwsDeployment:
         hook_aws_client(hooked.s3)
         return hooked
 
-    def hooks(self) -> Any:
-        return ExitStack()  # the hooked clients report by themselves
+    @contextmanager
+    def hooks(self) -> Iterator[None]:
+        """The hooked clients report by themselves; the handlers' runtime is put back after."""
+        from turnkeep import lambda_runtime
+
+        previous = lambda_runtime.install_runtime(None)
+        try:
+            yield
+        finally:
+            lambda_runtime.install_runtime(previous)
 
     def repository(self, *, clean: bool = False) -> Any:
         from turnkeep.storage.aws import AwsRepository
@@ -276,6 +290,18 @@ class AwsDeployment:
             clock=self.clock,
             limits=LIMITS,
         )
+
+    def container(self) -> StepContainer:
+        """A cold Lambda container: the handler module imported anew, a runtime on new deps."""
+        from tests.support.lambda_host import load_function_module
+
+        deps = self.process()
+        settings = TurnkeepSettings(
+            storage_url=f"aws://?table={TABLE}&bucket={BUCKET}&prefix={PREFIX}",
+            envelope_url=f"aws://?table={TABLE}",
+        )
+        runtime = Runtime(settings, deps, deps.envelopes, settings.storage_url)
+        return LambdaContainer(load_function_module("turn_steps"), runtime)
 
     def envelopes(self) -> EnvelopeStore:
         from turnkeep.envelope.dynamodb import DynamoEnvelopeStore
@@ -399,7 +425,163 @@ def run_local(deployment: LocalDeployment, crash_after: int | None) -> TurnRun:
     return run
 
 
-Step = Callable[[HarnessDeps, Any], Any]
+# -- the state machine's path, through the step handlers -------------------------------------
+
+ASL = Path(__file__).resolve().parents[2] / "statemachine" / "turn.asl.json"
+
+TASKS: dict[str, StepName] = {
+    "ModelStep": "model_step",
+    "ToolStep": "tool_step",
+    "FinishTurn": "finish_turn",
+    "FailTurnFromModel": "fail_turn",
+    "FailTurn": "fail_turn",
+}
+"""The turn state machine's Task states and the step function each one invokes."""
+
+
+class TaskFailed(Exception):
+    """A Task's error once its Retry gave up: what the state's Catch puts at `$.caught`."""
+
+    def __init__(self, caught: dict[str, str]) -> None:
+        super().__init__(caught["Error"])
+        self.caught = caught
+
+
+def caught_error(exc: Exception) -> dict[str, str]:
+    """The Catch's `$.caught` for a handler that raised `exc` (Lambda's error body as Cause)."""
+    name = type(exc).__name__
+    body = {"errorMessage": str(exc), "errorType": name, "stackTrace": []}
+    return {"Error": name, "Cause": json.dumps(body)}
+
+
+@functools.cache
+def task_retriers() -> dict[str, tuple[tuple[frozenset[str], int], ...]]:
+    """Each Task state's Retry of the STANDARD definition: (error names, MaxAttempts) in order."""
+    found: dict[str, tuple[tuple[frozenset[str], int], ...]] = {}
+
+    def walk(states: dict[str, Any]) -> None:
+        for name, state in states.items():
+            if "Retry" in state:
+                found[name] = tuple(
+                    (frozenset(r["ErrorEquals"]), int(r.get("MaxAttempts", 3)))
+                    for r in state["Retry"]
+                )
+            processor = state.get("ItemProcessor")
+            if processor is not None:
+                walk(processor["States"])
+
+    walk(json.loads(ASL.read_text(encoding="utf-8"))["States"])
+    return found
+
+
+def _retrier(state: str, exc: Exception, used: Counter[int]) -> int | None:
+    """The index of the retrier of `state` that retries `exc` once more (None: it is caught)."""
+    for index, (errors, attempts) in enumerate(task_retriers().get(state, ())):
+        if type(exc).__name__ in errors or "States.ALL" in errors:
+            return index if used[index] < attempts else None
+    return None
+
+
+class StepContainer(Protocol):
+    """One container of the step functions: takes a task payload, answers the step's output."""
+
+    def invoke(self, step: StepName, payload: dict[str, Any]) -> dict[str, Any]:
+        """Deliver `payload` to `step` (raises what the step raised)."""
+        ...
+
+
+@dataclass
+class HarnessContainer:
+    """A local process: the payload goes to `run_step`, the core every step handler wraps."""
+
+    deps: HarnessDeps
+
+    def invoke(self, step: StepName, payload: dict[str, Any]) -> dict[str, Any]:
+        return run_step(step, self.deps, payload)
+
+
+@dataclass
+class LambdaContainer:
+    """A Lambda container of the step functions: `functions/turn_steps/app.py` loaded anew, its
+    runtime built on the deployment's hooked deps (installed while it runs a handler)."""
+
+    module: ModuleType
+    runtime: Runtime
+
+    def invoke(self, step: StepName, payload: dict[str, Any]) -> dict[str, Any]:
+        from tests.support.lambda_host import FakeContext
+        from turnkeep import lambda_runtime
+
+        lambda_runtime.install_runtime(self.runtime)  # one container runs at a time
+        handler = getattr(self.module, step)
+        # Payload and answer cross Step Functions as JSON.
+        output = handler(json.loads(json.dumps(payload)), FakeContext(function_name=step))
+        answer: dict[str, Any] = json.loads(json.dumps(output))
+        return answer
+
+
+@dataclass
+class _Execution:
+    """One execution of the turn's state machine; its Tasks go to the deployment's containers.
+
+    Invocation `crash_at[0]` (0-based, the API's `start_turn` is 0) dies after its call
+    `crash_at[1]`; Step Functions then delivers the same payload to a fresh container."""
+
+    deployment: Deployment
+    run: TurnRun
+    crash_at: tuple[int, int] | None
+    deliveries: int
+    container: StepContainer
+
+    def target(self) -> int | None:
+        """The call after which the next invocation dies (None: it does not)."""
+        index = len(self.run.invocations)
+        if self.crash_at is not None and self.crash_at[0] == index:
+            return self.crash_at[1]
+        return None
+
+    def task(self, state: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """Run Task `state` on `payload`; `deliveries=2` delivers it twice (the same answer)."""
+        index, target = len(self.run.invocations), self.target()
+        outputs = [
+            self._deliver(state, payload, index, target if delivery == 0 else None)
+            for delivery in range(self.deliveries)
+        ]
+        if any(output != outputs[0] for output in outputs):
+            raise AssertionError(f"a duplicate delivery answered differently: {outputs}")
+        return outputs[0]
+
+    def _deliver(
+        self, state: str, payload: dict[str, Any], index: int, crash_after: int | None
+    ) -> dict[str, Any]:
+        """One delivery until it answers: Step Functions' Retry of a raised error (the same warm
+        container) and, after a crash, the same payload to a fresh container."""
+        plan = self.deployment.plan
+        plan.arm(crash_after)
+        counted = len(self.run.invocations) > index  # a duplicate delivery: already counted
+        used: Counter[int] = Counter()
+        while True:
+            try:
+                output = self.container.invoke(TASKS[state], payload)
+            except ProcessDeath:
+                self.run.crash = f"invocation {index}: {plan.calls[-1] if plan.calls else '?'}"
+                counted = counted or self._count()
+                plan.arm(None)
+                self.container = self.deployment.container()
+                continue
+            except Exception as exc:
+                counted = counted or self._count()
+                retrier = _retrier(state, exc, used)
+                if retrier is None:
+                    raise TaskFailed(caught_error(exc)) from exc
+                used[retrier] += 1
+                continue
+            counted = counted or self._count()
+            return output
+
+    def _count(self) -> bool:
+        self.run.invocations.append(len(self.deployment.plan.calls))
+        return True
 
 
 def run_steps(
@@ -408,53 +590,34 @@ def run_steps(
     *,
     deliveries: int = 1,
 ) -> TurnRun:
-    """The turn driven step by step as the state machine drives it (on any deployment).
+    """The turn driven as the state machine drives it: the API's `start_turn` (invocation 0),
+    then every Task's JSON payload to the step functions (on AWS the Lambda handlers).
 
-    Invocation `crash_at[0]` (0-based) dies after its call `crash_at[1]` and is retried with
-    the same payload. `deliveries=2` delivers every step twice (a duplicate delivery) and
-    checks both answer the same."""
+    Invocation `crash_at[0]` dies after its call `crash_at[1]` and is retried with the same
+    payload. `deliveries=2` delivers every step twice (a duplicate delivery) and checks both
+    answer the same."""
     session_id = new_session(deployment)
     run = TurnRun(session_id, f"op-{uuid.uuid4().hex[:12]}")
     plan = deployment.plan
-    containers: list[HarnessDeps] = []
-
-    def invoke(step: Step, payload: Any, *, retry: bool = True) -> Any:
-        index = len(run.invocations)
-        target = crash_at[1] if crash_at is not None and crash_at[0] == index else None
-        outputs = []
-        for delivery in range(deliveries):
-            plan.arm(target if delivery == 0 else None)
-            try:
-                outputs.append(step(containers[-1], payload))
-            except ProcessDeath:
-                run.crash = f"invocation {index}: {plan.calls[-1]}"
-                if delivery == 0:
-                    run.invocations.append(len(plan.calls))
-                plan.arm(None)
-                containers.append(deployment.process())  # a fresh container
-                if not retry:
-                    raise
-                outputs.append(step(containers[-1], payload))  # the Step Functions retry
-            else:
-                if delivery == 0:
-                    run.invocations.append(len(plan.calls))
-        if len(set(map(repr, outputs))) != 1:
-            raise AssertionError(f"a duplicate delivery answered differently: {outputs}")
-        return outputs[0]
-
+    start = StartTurnInput(session_id=session_id, op_id=run.op_id, user_id=USER, text=TURN_TEXT)
     with deployment.hooks(), active(plan):
-        containers.append(deployment.process())  # connections opened under the hooks
+        api = deployment.process()  # connections opened under the hooks
+        execution = _Execution(deployment, run, crash_at, deliveries, deployment.container())
         try:
-            invoke(
-                start_turn,
-                StartTurnInput(
-                    session_id=session_id, op_id=run.op_id, user_id=USER, text=TURN_TEXT
-                ),
-                retry=False,
-            )
+            started = []
+            for delivery in range(deliveries):
+                plan.arm(execution.target() if delivery == 0 else None)
+                try:
+                    started.append(start_turn(api, start))
+                finally:
+                    if delivery == 0:
+                        run.invocations.append(len(plan.calls))
+            if len(set(map(repr, started))) != 1:
+                raise AssertionError(f"a repeated start answered differently: {started}")
         except ProcessDeath:
             # The API function died: no execution was started. The next start of the session
             # past the turn's deadline plus the stale grace takes the session over.
+            run.crash = f"invocation 0: {plan.calls[-1] if plan.calls else '?'}"
             plan.arm(None)
             deps = deployment.process()
             deployment.clock.now += deps.limits.wall_clock_seconds + (
@@ -467,47 +630,53 @@ def run_steps(
                     session_id=session_id, op_id=run.takeover_op, user_id=USER, text="hello"
                 ),
             )
-            resume_turn(deps, session_id, run.takeover_op)
+            takeover = TurnRun(session_id, run.takeover_op)
+            _drive_execution(
+                _Execution(deployment, takeover, None, 1, deployment.container()),
+                session_id,
+                run.takeover_op,
+            )
         else:
-            _drive_execution(invoke, session_id, run.op_id)
+            _drive_execution(execution, session_id, run.op_id)
         plan.arm(None)
         deployment.storage(session_id).close()  # the next open retries pending cleanups
     return run
 
 
-def _drive_execution(invoke: Callable[..., Any], session_id: str, op_id: str) -> None:
-    """The state machine's path: Route on `next`, a Catch on any task ends in FailTurn."""
-    round_ = 0
+def _drive_execution(execution: _Execution, session_id: str, op_id: str) -> None:
+    """The path of `statemachine/turn.asl.json`: Route on the model step's `next`; a Catch on
+    ModelStep, RunTools and FinishTurn ends in FailTurn with the caught error."""
+    ids: dict[str, Any] = {"session_id": session_id, "op_id": op_id}
     try:
-        while True:
-            out = invoke(
-                model_step, ModelStepInput(session_id=session_id, op_id=op_id, round=round_)
-            )
-            if out.next == "tools":
-                for call_id in out.call_ids:
-                    invoke(
-                        tool_step,
-                        ToolStepInput(session_id=session_id, op_id=op_id, call_id=call_id),
-                    )
-                round_ = out.next_round
-            elif out.next == "model":
-                round_ = out.next_round
-            elif out.next == "finish":
-                invoke(finish_turn, FinishTurnInput(session_id=session_id, op_id=op_id))
-                return
-            elif out.next == "fail":
-                invoke(
-                    fail_turn,
-                    FailTurnInput(session_id=session_id, op_id=op_id, error=out.error or "x"),
-                )
-                return
-            else:
-                return
-    except Exception as exc:  # the Catch
-        invoke(
-            fail_turn,
-            FailTurnInput(session_id=session_id, op_id=op_id, error=f"{type(exc).__name__}"),
-        )
+        model = _rounds(execution, ids)
+        if model["next"] == "finish":
+            execution.task("FinishTurn", ids)
+            return
+    except TaskFailed as failed:
+        caught = failed.caught
+    else:
+        if model["next"] == "fail":
+            execution.task("FailTurnFromModel", {**ids, "error": model.get("error")})
+            return
+        if model["next"] == "done":
+            return  # TurnAlreadyEnded
+        caught = {"Error": "UnknownNextAction", "Cause": f"next={model['next']!r}"}
+    execution.task("FailTurn", {**ids, "caught": caught})
+
+
+def _rounds(execution: _Execution, ids: dict[str, Any]) -> dict[str, Any]:
+    """ModelStep → RunTools (the Map, one item at a time) → NextRound … until the model step
+    routes anywhere else; its last output."""
+    round_ = 0
+    while True:
+        model = execution.task("ModelStep", {**ids, "round": round_})
+        if model["next"] == "tools":
+            for call_id in model["call_ids"]:
+                item = {**ids, "round": model["round"], "call_id": call_id, "approval": "none"}
+                execution.task("ToolStep", item)
+        elif model["next"] != "model":
+            return model
+        round_ = model["next_round"]
 
 
 # -- the matrix -----------------------------------------------------------------------------
