@@ -6,12 +6,14 @@ effects-once under a redelivery is the harness's storage fencing (docs/harness.m
 and idempotency"). Every commit of a running turn is guarded by its operation state
 (`fenced_commit`), so nothing lands after the terminal commit; a model round settles in one
 commit under a deterministic entry id and a redelivery of a settled round answers from that
-entry; a tool call runs only from `pending` (found `started`, only a replay-safe tool runs
-again) and a redelivery of a done call answers its stored result; `finish_turn`/`fail_turn`
-return the existing record. A *concurrent* duplicate is no longer held back: it may call the
-model or run a tool a second time. Two settlements of one round collide on its entry id; the
-loser commits nothing and raises RetryableStepError, whose retry answers the settled round
-(docs/step-functions.md, "Express workflows").
+entry; a tool call is claimed by a compare-and-set on its state, so of two overlapping
+deliveries one runs the tool and the other waits for its result (a holder that died is taken
+over when its lease ends; found `started` after that, only a replay-safe tool runs again), and
+a redelivery of a done call answers its stored result; `finish_turn`/`fail_turn` return the
+existing record. A concurrent duplicate model step may call the model a second time: two
+settlements of one round collide on its entry id; the loser commits nothing and raises
+RetryableStepError, whose retry answers the settled round (docs/step-functions.md, "Express
+workflows").
 """
 
 from __future__ import annotations

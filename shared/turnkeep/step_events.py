@@ -28,6 +28,7 @@ from turnkeep.harness import (
     tool_step,
 )
 from turnkeep.harness.approvals import hold_wait
+from turnkeep.harness.errors import CallLeaseExpiredError
 from turnkeep.providers.base import ModelError
 from turnkeep.storage import EntryConflictError, StorageConflictError, StorageUnavailableError
 
@@ -160,6 +161,8 @@ _TRANSIENT = (
     StorageUnavailableError,
     EnvelopeConflictError,
     EnvelopeUnavailableError,
+    # A tool call's claiming delivery stopped: the retry takes the call over.
+    CallLeaseExpiredError,
 )
 
 
