@@ -386,8 +386,10 @@ class AwsStorage(Storage):
                 state.head = None  # the head condition failed (or we cannot tell)
             _raise_cancel_cause(exc, metas, self.session_id, guard)
             current = reasons[0].get("Item") if reasons else None
-            if attempt == 0 and current is not None and reasons[0].get("Code") == (
-                "ConditionalCheckFailed"
+            if (
+                attempt == 0
+                and current is not None
+                and reasons[0].get("Code") == ("ConditionalCheckFailed")
             ):
                 # Another writer moved the head, and the cancellation says to what: the first
                 # retry goes at once with fresh sequences (two tool steps of a round racing).
