@@ -118,7 +118,7 @@ def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
                     }
                 )
                 if _claim(storage, state.op_id, done, call_seq) is None:
-                    return _after_lost_claim(deps, storage, state, inp)
+                    return _await_holder(deps, inp)
                 return _tool_output(inp, "done", done)
             replayed = True
         started = call.model_copy(
@@ -133,7 +133,7 @@ def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
         # deliveries exactly one runs the tool (docs/harness.md, "Tool calls").
         started_seq = _claim(storage, state.op_id, started, call_seq)
         if started_seq is None:
-            return _after_lost_claim(deps, storage, state, inp)
+            return _await_holder(deps, inp)
         ctx_progress = ToolProgress(storage, state.op_id, call.call_id)
         ctx = ToolContext(
             session_id=state.session_id,
@@ -195,30 +195,13 @@ def _settled_or_unknown(
     raise StepInputError(f"operation {inp.op_id!r} has no tool call {inp.call_id!r}")
 
 
-def _after_lost_claim(
-    deps: HarnessDeps, storage: Storage, state: OperationState, inp: ToolStepInput
-) -> ToolStepOutput:
-    """Another delivery changed the call first: report its outcome (waiting if it runs)."""
-    with open_session(deps, inp.session_id) as fresh:  # past anything read ahead
-        if load_state(fresh, inp.op_id) is None:
-            return _tool_output(inp, "skipped")  # the turn ended
-        found = _load_call(fresh, state.op_id, inp.call_id)
-        if found is None:
-            return _settled_or_unknown(fresh, state, inp)
-        call = found[0]
-    if call.phase == "done":
-        return _tool_output(inp, "done", call)
-    if call.phase == "started":
-        return _await_holder(deps, inp)
-    return _tool_output(inp, "skipped")
-
-
 def _await_holder(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
-    """Poll the call a concurrent delivery holds until it is done, settled or its lease ends.
+    """Report the outcome of a call another delivery changed first (it won the claim, or
+    holds it now): polled until it is done, settled or the holder's lease ends.
 
     A lease that ends with the call still `started` means that delivery died: this step then
     raises `CallLeaseExpiredError` (retried by the state machine), and the retry takes the
-    call over as after any crash.
+    call over as after any crash. Reads go past anything read ahead (a fresh handle).
     """
     pause = 0.05
     # Bounded by real time too: the lease is measured on the harness clock.
@@ -234,11 +217,9 @@ def _await_holder(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
         call = found[0]
         if call.phase == "done":
             return _tool_output(inp, "done", call)
-        if (
-            call.phase != "started"
-            or not _held_elsewhere(deps, call)
-            or (time.monotonic() > give_up)
-        ):
+        if call.phase != "started":
+            return _tool_output(inp, "skipped")  # put back by another path (an approval)
+        if not _held_elsewhere(deps, call) or time.monotonic() > give_up:
             raise CallLeaseExpiredError(
                 f"tool call {inp.call_id!r} of operation {inp.op_id!r}: the delivery that "
                 "claimed it stopped reporting; retry to take it over"
