@@ -1,7 +1,7 @@
 """Process-wide boto3 low-level clients, one per (service, region, endpoint).
 
 Building a client costs ~0.25 s (endpoint and service-model loading) and clients are thread-safe,
-so storage, envelopes and the Lambda idempotency store of one process share them.
+so every caller of one process (storage, envelopes, Step Functions) shares them.
 """
 
 from __future__ import annotations
