@@ -8,6 +8,7 @@ of calling the model or the tool a second time.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -78,3 +79,7 @@ def tool_step(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 finish_turn = _handler("finish_turn")
 fail_turn = _handler("fail_turn")
+
+# What the imports built lives as long as the container: frozen, the collector's full passes
+# (the first invocation's included) no longer walk it.
+gc.freeze()
