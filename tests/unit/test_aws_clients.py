@@ -1,4 +1,4 @@
-"""Shared AWS clients: one per (service, region, endpoint boto3 resolves to), one session."""
+"""Shared AWS clients: one per (service, region, endpoint the client gets), one session."""
 
 from __future__ import annotations
 
@@ -37,6 +37,15 @@ def test_the_configured_endpoint_named_explicitly_is_the_default_client(
     default = shared_client("dynamodb")
     assert shared_client("dynamodb", "", ENDPOINT) is default
     assert default.meta.endpoint_url == ENDPOINT
+
+
+def test_a_changed_endpoint_variable_is_another_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", ENDPOINT)
+    first = shared_client("dynamodb")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:6002")
+    second = shared_client("dynamodb")
+    assert second is not first
+    assert second.meta.endpoint_url == "http://127.0.0.1:6002"
 
 
 def test_another_endpoint_is_another_client(monkeypatch: pytest.MonkeyPatch) -> None:
