@@ -5,6 +5,7 @@ invokes the real handler code in this process (Lambda's error contract included)
 from __future__ import annotations
 
 import contextvars
+import gc
 import importlib.util
 import io
 import json
@@ -34,6 +35,9 @@ def load_function_module(folder: str) -> ModuleType:
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    # The handler freezes what exists at its import (a container's imports live as long as it
+    # does); here that is the whole test process, whose objects must stay collectable.
+    gc.unfreeze()
     return module
 
 
