@@ -9,6 +9,12 @@ of calling the model or the tool a second time.
 from __future__ import annotations
 
 import gc
+
+# What the imports below build (modules, models, the AWS clients) lives as long as the
+# container: collections during them would find next to no garbage. Enabled again, after
+# a freeze, at the end of this module.
+gc.disable()
+
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -80,6 +86,7 @@ def tool_step(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 finish_turn = _handler("finish_turn")
 fail_turn = _handler("fail_turn")
 
-# What the imports built lives as long as the container: frozen, the collector's full passes
-# (the first invocation's included) no longer walk it.
+# Frozen, what the imports built is left out of every later collection (the first
+# invocation's included), which walks only what the invocations allocate.
 gc.freeze()
+gc.enable()

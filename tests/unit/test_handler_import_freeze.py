@@ -1,5 +1,6 @@
-"""The handlers freeze what their import built (`gc.freeze`): a container's imports live as long
-as it does, so the collector's full passes (the first invocation's included) skip them.
+"""The handlers pause the collector for their imports and freeze what those built (`gc.freeze`):
+a container's imports live as long as it does, so collections (the first invocation's included)
+skip them. The collector runs again once the import is done.
 
 Each case imports a handler file in a fresh interpreter, as a Lambda cold start does."""
 
@@ -19,12 +20,12 @@ spec = importlib.util.spec_from_file_location("app", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 before = gc.get_freeze_count()
 spec.loader.exec_module(module)
-print(before, gc.get_freeze_count())
+print(before, gc.get_freeze_count(), int(gc.isenabled()))
 """
 
 
 @pytest.mark.parametrize("path", ["functions/turn_steps/app.py", "functions/api/app.py"])
-def test_a_handler_import_leaves_its_objects_frozen(path: str) -> None:
+def test_a_handler_import_leaves_its_objects_frozen_and_the_collector_on(path: str) -> None:
     environment = {
         **os.environ,
         "AWS_DEFAULT_REGION": "us-east-1",
@@ -39,6 +40,7 @@ def test_a_handler_import_leaves_its_objects_frozen(path: str) -> None:
         check=True,
         timeout=120,
     )
-    before, after = (int(n) for n in done.stdout.split())
+    before, after, enabled = (int(n) for n in done.stdout.split())
     assert before == 0
     assert after > 0
+    assert enabled == 1
