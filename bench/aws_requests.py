@@ -611,7 +611,6 @@ def measure_turns(
         "AWS_DEFAULT_REGION": REGION,
         "AWS_ACCESS_KEY_ID": "bench",
         "AWS_SECRET_ACCESS_KEY": "bench",
-        "TURNKEEP_TABLE": TURN_TABLE,
         "TURNKEEP_STORAGE_URL": f"aws://?table={TURN_TABLE}&bucket={TURN_BUCKET}&prefix=tk",
         "TURNKEEP_ENVELOPE_URL": f"aws://?table={TURN_TABLE}",
         "TURNKEEP_MODEL": "scripted",

@@ -59,10 +59,12 @@ class CountingStorage:
         self._inner = inner
         self._meter = meter
 
-    def commit(self, writes: Sequence[Write], *, guard: Value | None = None) -> CommitResult:
+    def commit(
+        self, writes: Sequence[Write], *, guard: Value | None = None, **options: Any
+    ) -> CommitResult:
         kind = "session" if build_transaction(writes).is_session else "scope"
         self._meter.commits[f"{self._meter.current}.{kind}"] += 1
-        return self._inner.commit(writes, guard=guard)
+        return self._inner.commit(writes, guard=guard, **options)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

@@ -1,9 +1,19 @@
 """Lambda handlers of the turn state machine's tasks: one model round, one tool call, and the
 two terminal steps. Each parses its task payload, runs the harness step, returns a small dict.
 
-Deliveries are deduplicated by Powertools idempotency (records in the session table), on top of
-the harness steps' own storage-level idempotency: a concurrent duplicate delivery waits instead
-of calling the model or the tool a second time.
+Deliveries are not deduplicated here (Powertools idempotency records did that until issue #15):
+effects-once under a redelivery is the harness's storage fencing (docs/harness.md, "Recovery
+and idempotency"). Every commit of a running turn is guarded by its operation state
+(`fenced_commit`), so nothing lands after the terminal commit; a model round settles in one
+commit under a deterministic entry id and a redelivery of a settled round answers from that
+entry; a tool call is claimed by a compare-and-set on its state, so of two overlapping
+deliveries one runs the tool and the other waits for its result (a holder that died is taken
+over when its lease ends; found `started` after that, only a replay-safe tool runs again), and
+a redelivery of a done call answers its stored result; `finish_turn`/`fail_turn` return the
+existing record. A concurrent duplicate model step may call the model a second time: two
+settlements of one round collide on its entry id; the loser commits nothing and raises
+RetryableStepError, whose retry answers the settled round (docs/step-functions.md, "Express
+workflows").
 """
 
 from __future__ import annotations
@@ -20,17 +30,11 @@ from typing import Any, cast
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from turnkeep.lambda_runtime import idempotency_store, runtime
+from turnkeep.lambda_runtime import runtime
 from turnkeep.lambda_tracing import lambda_tracer
-from turnkeep.step_events import (
-    StepEventError,
-    StepName,
-    idempotency_key_expression,
-    run_step,
-)
+from turnkeep.step_events import StepEventError, StepName, run_step
 
 # The service name is the template's POWERTOOLS_SERVICE_NAME: not overridden here.
 logger = Logger()
@@ -41,33 +45,20 @@ Handler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
 
 
 def _handler(step: StepName) -> Handler:
-    config = IdempotencyConfig(
-        event_key_jmespath=idempotency_key_expression(step),
-        raise_on_no_idempotency_key=True,
-    )
-
-    def run(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-        return run_step(step, runtime().deps, event)
-
-    # Idempotency records are keyed by the function's qualified name: give each step its own.
-    run.__name__ = run.__qualname__ = step
-    run_once = idempotent(persistence_store=idempotency_store(step), config=config)(run)
-
     @logger.inject_lambda_context(log_event=False)
     @tracer.capture_lambda_handler(capture_response=False)
     @metrics.log_metrics
     def handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-        if not isinstance(event, dict):  # a wiring bug: never retried, never keyed
+        if not isinstance(event, dict):  # a wiring bug: never retried
             raise StepEventError(
                 f"{step} expects a JSON object payload, got {type(event).__name__}"
             )
         logger.append_keys(step=step, session_id=event.get("session_id"), op=event.get("op_id"))
-        # Counted before deduplication: a redelivery shows up as an invocation served from the
-        # idempotency record.
+        # Every delivery counts, a redelivery included.
         metrics.add_metric(name=f"{step}_invocations", unit=MetricUnit.Count, value=1)
-        return cast(dict[str, Any], run_once(event, context))
+        return run_step(step, runtime().deps, event)
 
-    return cast(Handler, handle)
+    return cast(Handler, handle)  # the Powertools decorators are untyped
 
 
 model_step = _handler("model_step")

@@ -1,10 +1,10 @@
 """Process-wide AWS low-level clients, one per (service, region, endpoint), all from one session.
 
 Clients are thread-safe and costly to build (service model, endpoint rules), so storage,
-envelopes and the Lambda handlers of one process share them. They also share one botocore
-session: its loader parses botocore's data files (endpoints, partitions, the service list, retry
-and default configuration) once per process instead of once per client. The clients are
-botocore's, as boto3's `Session.client` returns them (their user agent names botocore alone),
+envelopes, Step Functions and the Lambda handlers of one process share them. They also share one
+botocore session: its loader parses botocore's data files (endpoints, partitions, the service
+list, retry and default configuration) once per process instead of once per client. The clients
+are botocore's, as boto3's `Session.client` returns them (their user agent names botocore alone),
 without importing boto3 and the s3transfer it brings: nothing here uses boto3's resources or S3
 transfer methods.
 """

@@ -1,18 +1,11 @@
-"""Per-container state of the Lambda handlers: the runtime (built once, on first use) and the
-Powertools idempotency store in the one session table."""
+"""Per-container state of the Lambda handlers: the runtime, built once, on first use."""
 
 from __future__ import annotations
 
-import os
 import threading
-from typing import TYPE_CHECKING
 
-from turnkeep.aws_clients import shared_client
 from turnkeep.runtime import Runtime, build_runtime
 from turnkeep.settings import TurnkeepSettings
-
-if TYPE_CHECKING:
-    from turnkeep.lambda_idempotency import SessionKeyedPersistenceLayer
 
 _LOCK = threading.Lock()
 _RUNTIME: Runtime | None = None
@@ -44,17 +37,3 @@ def install_runtime(runtime: Runtime | None) -> Runtime | None:
     with _LOCK:
         previous, _RUNTIME = _RUNTIME, runtime
         return previous
-
-
-def idempotency_store(function: str) -> SessionKeyedPersistenceLayer:
-    """Powertools idempotency records in the session table (`TURNKEEP_TABLE`), one partition
-    per (step, session) — `IDEMPOTENCY#<function>#<session id>` — expiring through the table's
-    TTL attribute."""
-    from turnkeep.lambda_idempotency import SessionKeyedPersistenceLayer
-
-    return SessionKeyedPersistenceLayer(
-        function,
-        table_name=os.environ["TURNKEEP_TABLE"],
-        expiry_attr="expiresAt",
-        boto3_client=shared_client("dynamodb"),
-    )

@@ -21,6 +21,7 @@ def limits_from_settings(settings: TurnkeepSettings) -> HarnessLimits:
         frame_max_bytes=settings.frame_max_bytes,
         approval_timeout_seconds=settings.approval_timeout_seconds,
         workflow_type=settings.workflow_type,
+        tool_lease_seconds=settings.tool_lease_seconds,
         context_strategy=settings.context_strategy,
         context_threshold=settings.context_threshold,
         context_keep=settings.context_keep,

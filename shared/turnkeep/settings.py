@@ -30,6 +30,12 @@ class TurnkeepSettings(BaseSettings):
     workflow_type: Literal["STANDARD", "EXPRESS"] = Field(
         default="STANDARD", description="the template's workflow type (approvals need STANDARD)"
     )
+    tool_lease_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        description="how long a started tool call counts as running in another delivery: the "
+        "tool step's function timeout on Lambda; 0 locally (deliveries never overlap)",
+    )
     context_strategy: Literal["compaction", "window"] = Field(
         default="compaction", description="how a round that outgrows the model's budget shrinks"
     )

@@ -2,8 +2,8 @@
 
 The Lambda handlers in `functions/` are thin wrappers around `run_step`. A step raises
 `RetryableStepError` for failures the state machine's Retry may repeat with the same input
-(throttling, 5xx, storage contention); anything else propagates to the Catch, which ends the
-turn through `fail_turn`.
+(throttling, 5xx, storage contention, a commit a concurrent duplicate delivery made first);
+anything else propagates to the Catch, which ends the turn through `fail_turn`.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from turnkeep.harness import (
     tool_step,
 )
 from turnkeep.harness.approvals import hold_wait
+from turnkeep.harness.errors import CallLeaseExpiredError
 from turnkeep.providers.base import ModelError
-from turnkeep.storage import StorageConflictError, StorageUnavailableError
+from turnkeep.storage import EntryConflictError, StorageConflictError, StorageUnavailableError
 
 StepName = Literal["model_step", "tool_step", "finish_turn", "fail_turn", "approval_wait"]
 STEP_NAMES: Final[tuple[StepName, ...]] = ("model_step", "tool_step", "finish_turn", "fail_turn")
@@ -114,8 +115,8 @@ def _run(step: StepName, deps: HarnessDeps, event: Mapping[str, Any]) -> BaseMod
     if step == "model_step":
         return model_step(deps, _parse(ModelStepInput, event))
     if step == "tool_step":
-        # `round` (the round whose calls the Map runs) only keys the idempotency record: a call
-        # id a model repeats in a later round is a new call, not a redelivery.
+        # `round` (the round whose calls the Map runs) is not a harness input: the call state
+        # knows its round.
         fields = {k: v for k, v in event.items() if k != "round"}
         return tool_step(deps, _parse(ToolStepInput, fields))
     if step == "finish_turn":
@@ -153,10 +154,15 @@ def release_token(token: str) -> None:
 
 
 _TRANSIENT = (
+    # A concurrent duplicate delivery committed the same deterministic entry first (the round's
+    # response, a tool result): the retry answers from what it committed.
+    EntryConflictError,
     StorageConflictError,
     StorageUnavailableError,
     EnvelopeConflictError,
     EnvelopeUnavailableError,
+    # A tool call's claiming delivery stopped: the retry takes the call over.
+    CallLeaseExpiredError,
 )
 
 
@@ -173,15 +179,3 @@ def run_step(step: StepName, deps: HarnessDeps, event: Mapping[str, Any]) -> dic
     except _TRANSIENT as exc:
         raise RetryableStepError(f"{type(exc).__name__}: {exc}") from exc
     return output.model_dump(mode="json")
-
-
-def idempotency_key_expression(step: StepName) -> str:
-    """JMESPath of the payload fields that identify one delivery of `step`."""
-    if step == "model_step":
-        return "[session_id, op_id, round]"
-    if step == "tool_step":
-        # `approval`: the tool step after an approval wait is a new delivery, not a repeat.
-        return "[session_id, op_id, round, call_id, approval]"
-    if step == "approval_wait":
-        return "[session_id, op_id, call_id, task_token]"
-    return "[session_id, op_id]"

@@ -110,3 +110,43 @@ def test_a_recreated_guard_admits_the_next_lifetime_and_the_late_write_stays_out
         assert [(e.value, e.seq) for e in handle.read_list(FRAMES)] == [
             ("second", second.first_seq)
         ]
+
+
+def test_a_guard_with_its_sequence_applies_only_while_the_value_is_still_that_version(
+    backend: BackendHarness,
+) -> None:
+    storage = backend.open()
+    first = storage.commit([set_value(RUNNING, {"phase": "pending"})]).seqs[0]
+    claimed = storage.commit(
+        [set_value(RUNNING, {"phase": "started"})], guard=RUNNING, guard_seq=first
+    )
+    with pytest.raises(GuardFailedError, match=r"turn\.op"):
+        # A second claimant read the same version: it lost, and nothing of it is written.
+        storage.commit(
+            [set_value(RUNNING, {"phase": "started", "by": "second"})],
+            guard=RUNNING,
+            guard_seq=first,
+        )
+    stored = storage.get_value(RUNNING)
+    assert stored is not None
+    assert (stored.value, stored.seq) == ({"phase": "started"}, claimed.seqs[0])
+    after = storage.commit([set_value(value("probe"), 1)])
+    assert after.seqs == (claimed.seqs[0] + 1,)  # the refused commit consumed no sequence
+
+
+def test_a_scoped_commit_guarded_by_a_stale_version_is_refused(backend: BackendHarness) -> None:
+    storage = backend.open()
+    first = storage.commit([set_value(RUNNING, 1)]).seqs[0]
+    storage.commit([set_value(RUNNING, 2)])
+    with pytest.raises(GuardFailedError):
+        storage.commit([append_list(FRAMES, "late")], guard=RUNNING, guard_seq=first)
+    assert storage.read_list(FRAMES) == []
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, "1"])
+def test_a_guard_sequence_that_is_not_a_positive_integer_is_bad_input(
+    backend: BackendHarness, bad: object
+) -> None:
+    storage = backend.open()
+    with pytest.raises(StorageValidationError, match="guard_seq"):
+        storage.commit([set_value(value("x"), 1)], guard=RUNNING, guard_seq=bad)  # type: ignore[arg-type]

@@ -47,7 +47,6 @@ def lambda_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ModuleType, An
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
-        "TURNKEEP_TABLE": TABLE,
         "TURNKEEP_STORAGE_URL": f"aws://?table={TABLE}&bucket={BUCKET}&prefix=tk",
         "TURNKEEP_ENVELOPE_URL": f"aws://?table={TABLE}",
         "TURNKEEP_MODEL": "scripted",

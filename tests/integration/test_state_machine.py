@@ -109,7 +109,6 @@ def deployed(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) ->
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
-        "TURNKEEP_TABLE": TABLE,
         "TURNKEEP_STORAGE_URL": storage_url,
         "TURNKEEP_ENVELOPE_URL": f"aws://?table={TABLE}",
         "TURNKEEP_MODEL": "scripted",

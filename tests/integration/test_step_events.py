@@ -4,7 +4,7 @@ under moto, in the order the state machine sends them, so the samples cannot go 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -17,7 +17,13 @@ from tests.support.aws_template import create_bucket, create_table, load_templat
 from tests.support.lambda_host import ROOT, FakeContext, load_function_module
 from turnkeep import lambda_runtime
 from turnkeep.harness import StartTurnInput, start_turn
+from turnkeep.harness.state import load_state
+from turnkeep.providers.base import ModelRequest, StreamEvent
+from turnkeep.providers.scripted import ScriptedProvider
+from turnkeep.runtime import build_runtime
+from turnkeep.settings import TurnkeepSettings
 from turnkeep.step_events import RetryableStepError, StepEventError
+from turnkeep.storage import open_storage
 
 EVENTS = ROOT / "events" / "turn_steps"
 TABLE = "turnkeep-sessions"
@@ -35,7 +41,6 @@ def app(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
-        "TURNKEEP_TABLE": TABLE,
         "TURNKEEP_STORAGE_URL": f"aws://?table={TABLE}&bucket={BUCKET}&prefix=tk",
         "TURNKEEP_ENVELOPE_URL": f"aws://?table={TABLE}",
         "TURNKEEP_MODEL": "scripted",
@@ -115,11 +120,7 @@ def test_the_sample_catch_payload_fails_the_turn_with_the_lambdas_own_message(
 def test_a_payload_missing_its_ids_is_rejected_as_a_wiring_error_not_retried(
     app: ModuleType,
 ) -> None:
-    from aws_lambda_powertools.utilities.idempotency.exceptions import (
-        IdempotencyKeyError,
-    )
-
-    with pytest.raises((StepEventError, IdempotencyKeyError)):
+    with pytest.raises(StepEventError, match="ModelStepInput"):
         _call(app, "model_step", {"session_id": "demo-session"})
     with pytest.raises(StepEventError, match="ModelStepInput"):
         _call(app, "model_step", {"session_id": "demo-session", "op_id": "op-x", "round": -1})
@@ -175,45 +176,16 @@ def test_a_tool_step_payload_without_its_round_is_still_accepted(app: ModuleType
     assert result["is_error"] is False
 
 
-def test_idempotency_records_live_apart_from_session_items_and_expire_through_the_ttl(
-    app: ModuleType,
-) -> None:
-    _start("hello")
-    _call(app, "model_step", _event("model_step"))
-    _call(app, "finish_turn", _event("finish_turn"))
+def test_the_step_handlers_write_nothing_outside_the_session_partition(app: ModuleType) -> None:
+    _start('call echo {"text": "kept"}')
+    for handler, event in _turn_events():
+        _call(app, handler, event)
 
     items = boto3.client("dynamodb").scan(TableName=TABLE)["Items"]
     ttl = load_template()["Resources"]["SessionTable"]["Properties"]["TimeToLiveSpecification"]
-    records = [i for i in items if i["pk"]["S"].startswith("IDEMPOTENCY#")]
-    session = _event("execution_input")["session_id"]
-    # One partition per (step, session): no partition is shared by every session's turns.
-    assert {i["pk"]["S"] for i in records} == {
-        f"IDEMPOTENCY#model_step#{session}",
-        f"IDEMPOTENCY#finish_turn#{session}",
-    }
-    for record in records:
-        assert record["status"]["S"] == "COMPLETED"
-        assert int(record[ttl["AttributeName"]]["N"]) > 0  # epoch seconds: DynamoDB TTL deletes it
-    others = [i for i in items if not i["pk"]["S"].startswith("IDEMPOTENCY#")]
-    assert others
-    assert all(i["pk"]["S"].startswith("SESSION#") for i in others)
-    assert not any(ttl["AttributeName"] in i for i in others)  # session data never expires
-
-
-def test_a_redelivered_step_is_served_from_the_record_in_its_sessions_partition(
-    app: ModuleType,
-) -> None:
-    _start("hello")
-    first = _call(app, "model_step", _event("model_step"))
-    again = _call(app, "model_step", _event("model_step"))  # a redelivery: served from its record
-    assert again == first
-
-    items = boto3.client("dynamodb").scan(TableName=TABLE)["Items"]
-    session = _event("execution_input")["session_id"]
-    keys = [(i["pk"]["S"], i["sk"]["S"]) for i in items if i["pk"]["S"].startswith("IDEMPOTENCY#")]
-    assert len(keys) == 1
-    assert keys[0][0] == f"IDEMPOTENCY#model_step#{session}"
-    assert "|" not in keys[0][1]  # the sort key is Powertools' own hashed key, unchanged
+    assert items
+    assert all(i["pk"]["S"].startswith("SESSION#") for i in items)  # no idempotency records
+    assert not any(ttl["AttributeName"] in i for i in items)  # session data never expires
 
 
 def test_a_long_caught_error_is_cut_visibly_not_silently(app: ModuleType) -> None:
@@ -244,39 +216,89 @@ def test_a_payload_that_is_not_a_json_object_is_rejected_as_a_wiring_error(
             getattr(app, handler)(["demo-session", "op-demo"], FakeContext(function_name=handler))
 
 
-def _drop_idempotency_records() -> None:
-    """What a duplicate finds once the first delivery's record is gone (expired, or the first
-    delivery crashed before Powertools could complete it): only the harness's fencing left."""
-    dynamodb = boto3.client("dynamodb")
-    for item in dynamodb.scan(TableName=TABLE)["Items"]:
-        if item["pk"]["S"].startswith("IDEMPOTENCY#"):
-            dynamodb.delete_item(TableName=TABLE, Key={"pk": item["pk"], "sk": item["sk"]})
-
-
 def _session_items() -> dict[tuple[str, str], dict[str, Any]]:
     items = boto3.client("dynamodb").scan(TableName=TABLE)["Items"]
     return {(i["pk"]["S"], i["sk"]["S"]): i for i in items if i["pk"]["S"].startswith("SESSION#")}
 
 
-def test_each_step_delivered_again_without_its_idempotency_record_commits_nothing_twice(
-    app: ModuleType,
-) -> None:
-    # Express workflows deliver tasks at least once (docs/step-functions.md): a duplicate that
-    # gets past the Powertools record must find the harness's fencing and change nothing.
-    _start('call echo {"text": "once"}')
-    steps = [
+def _turn_events() -> list[tuple[str, dict[str, Any]]]:
+    """The handler and payload of every task of a turn with one echo call, in order."""
+    return [
         ("model_step", _event("model_step")),
         ("tool_step", _event("tool_step")),
         ("model_step", {**_event("model_step"), "round": 1}),
         ("finish_turn", _event("finish_turn")),
     ]
-    for handler, event in steps:
-        _call(app, handler, event)
-        committed = set(_session_items())
-        _drop_idempotency_records()
-        _call(app, handler, event)
-        assert set(_session_items()) == committed, handler
+
+
+def test_each_step_delivered_again_answers_the_same_and_commits_nothing_twice(
+    app: ModuleType,
+) -> None:
+    # Express workflows deliver tasks at least once and a Retry redelivers (docs/step-functions.md):
+    # the harness's fencing makes a redelivery answer what the first delivery did, changing nothing.
+    _start('call echo {"text": "once"}')
+    for handler, event in _turn_events():
+        first = _call(app, handler, event)
+        committed = _session_items()
+        assert _call(app, handler, event) == first, handler
+        assert _session_items() == committed, handler
 
     # The user message, the call, its result and the answer: each once.
     entries = [sk for _pk, sk in _session_items() if sk.startswith("S#E#")]
     assert len(entries) == 4, entries
+
+
+class _DuplicateDuringStream(ScriptedProvider):
+    """The scripted model; its first stream delivers the same model step again once it has
+    yielded `after_events` events (0: before the first delivery wrote any frame)."""
+
+    def __init__(self, after_events: int) -> None:
+        super().__init__()
+        self.after_events = after_events
+        self.duplicate: Callable[[], dict[str, Any]] = dict
+        self.answers: list[dict[str, Any]] = []
+        self.streams = 0
+
+    def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        self.streams += 1
+        first = self.streams == 1
+        for index, event in enumerate(super().stream(request)):
+            if first and index == self.after_events:
+                self.answers.append(self.duplicate())
+            yield event
+
+
+@pytest.mark.parametrize(
+    ("after_events", "settled", "model_calls"),
+    [
+        (0, "tools", 2),  # both call the model; the duplicate settles first
+        (1, "model", 1),  # the duplicate takes the streaming delivery for a dead one
+    ],
+)
+def test_two_interleaved_deliveries_of_one_model_step_settle_the_round_once(
+    app: ModuleType, after_events: int, settled: str, model_calls: int
+) -> None:
+    # Two deliveries of one round at once (Express is at-least-once; nothing holds one back):
+    # the second runs whole while the first streams, and the round settles once.
+    provider = _DuplicateDuringStream(after_events)
+    event = _event("model_step")
+    provider.duplicate = lambda: _call(app, "model_step", event)
+    settings = TurnkeepSettings(frame_interval_ms=0)  # every event is its own frame commit
+    lambda_runtime.install_runtime(build_runtime(settings, provider=provider))
+    _start('call echo {"text": "once"}')
+
+    # The first delivery's settlement finds the round settled: it commits nothing, and the
+    # state machine retries it.
+    with pytest.raises(RetryableStepError, match="EntryConflictError"):
+        _call(app, "model_step", event)
+    [duplicate] = provider.answers
+    assert duplicate["next"] == settled
+    assert _call(app, "model_step", event) == duplicate  # the retry answers the settled round
+    assert provider.streams == model_calls
+
+    entries = [sk for _pk, sk in _session_items() if sk.startswith("S#E#")]
+    assert len(entries) == 2, entries  # the user message and one response of round 0
+    with open_storage(lambda_runtime.runtime().storage_url, event["session_id"]) as storage:
+        state = load_state(storage, event["op_id"])
+    assert state is not None
+    assert state.round == 1

@@ -78,9 +78,11 @@ class StorageProxy:
         self._before_commit = before_commit
         self.committed: list[Sequence[Write]] = []
 
-    def commit(self, writes: Sequence[Write], *, guard: Value | None = None) -> CommitResult:
+    def commit(
+        self, writes: Sequence[Write], *, guard: Value | None = None, **options: Any
+    ) -> CommitResult:
         self._before_commit(writes)
-        result = self._inner.commit(writes, guard=guard)
+        result = self._inner.commit(writes, guard=guard, **options)
         self.committed.append(writes)
         return result
 

@@ -201,8 +201,8 @@ class RecordingStorage:
         self._inner = inner
         self._plan = plan
 
-    def commit(self, writes: Any, *, guard: Any = None, attach: Any = None) -> Any:
-        result = self._inner.commit(writes, guard=guard, attach=attach)
+    def commit(self, writes: Any, *, guard: Any = None, **options: Any) -> Any:
+        result = self._inner.commit(writes, guard=guard, **options)
         with self._plan._lock:
             self._plan.seqs.extend(result.seqs)
         return result

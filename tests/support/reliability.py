@@ -293,10 +293,7 @@ class AwsDeployment:
 
     def container(self) -> StepContainer:
         """A cold Lambda container: the handler module imported anew, a runtime on new deps."""
-        from unittest import mock
-
         from tests.support.lambda_host import load_function_module
-        from turnkeep import lambda_runtime
 
         deps = self.process()
         settings = TurnkeepSettings(
@@ -304,13 +301,7 @@ class AwsDeployment:
             envelope_url=f"aws://?table={TABLE}",
         )
         runtime = Runtime(settings, deps, deps.envelopes, settings.storage_url)
-        # The handlers' idempotency records go to this table through the hooked client.
-        with (
-            mock.patch.object(lambda_runtime, "shared_client", return_value=self.ddb),
-            mock.patch.dict("os.environ", {"TURNKEEP_TABLE": TABLE}),
-        ):
-            module = load_function_module("turn_steps")
-        return LambdaContainer(module, runtime)
+        return LambdaContainer(load_function_module("turn_steps"), runtime)
 
     def envelopes(self) -> EnvelopeStore:
         from turnkeep.envelope.dynamodb import DynamoEnvelopeStore
@@ -518,28 +509,15 @@ class LambdaContainer:
     runtime: Runtime
 
     def invoke(self, step: StepName, payload: dict[str, Any]) -> dict[str, Any]:
+        from tests.support.lambda_host import FakeContext
         from turnkeep import lambda_runtime
 
         lambda_runtime.install_runtime(self.runtime)  # one container runs at a time
         handler = getattr(self.module, step)
         # Payload and answer cross Step Functions as JSON.
-        output = handler(json.loads(json.dumps(payload)), _context(step))
+        output = handler(json.loads(json.dumps(payload)), FakeContext(function_name=step))
         answer: dict[str, Any] = json.loads(json.dumps(output))
         return answer
-
-
-def _context(step: str) -> Any:
-    """A Lambda context with no time left. Powertools lets a delivery's `INPROGRESS` record
-    expire at its invocation's deadline, and the state machine retries a redelivery that finds it
-    (`IdempotencyAlreadyInProgressError`) until then; a crashed delivery's deadline has passed
-    here at once, as the fake clock's does for the abandoned-turn takeover."""
-    from tests.support.lambda_host import FakeContext
-
-    class AtDeadline(FakeContext):
-        def get_remaining_time_in_millis(self) -> int:
-            return 0
-
-    return AtDeadline(function_name=step)
 
 
 @dataclass

@@ -18,9 +18,8 @@ def test_a_handler_logs_and_measures_under_the_configured_service_name(
 ) -> None:
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "svc-from-template")
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
-    # Module-level clients are built at import (no request is made): a region and a table name.
+    # A client built at import makes no request, but needs a region.
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("TURNKEEP_TABLE", "turnkeep-test")
     spec = importlib.util.spec_from_file_location(
         f"handler_{handler.split('/')[1]}", ROOT / handler
     )

@@ -54,7 +54,6 @@ def _probe(path: str, attribute: str, **env: str) -> dict[str, object]:
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
-        "TURNKEEP_TABLE": "t",
         **env,
     }
     for name in ("LAMBDA_TASK_ROOT", "AWS_SAM_LOCAL", "POWERTOOLS_TRACE_DISABLED"):

@@ -66,7 +66,6 @@ def test_every_function_uses_the_same_table_bucket_and_prefix(
             "bucket": [names.bucket],
             "prefix": [names.prefix],
         }, function_id
-        assert variables["TURNKEEP_TABLE"] == names.table, function_id
         assert variables["TURNKEEP_ENVELOPE_URL"] == f"aws://?table={names.table}", function_id
 
 

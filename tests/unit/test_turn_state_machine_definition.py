@@ -1,8 +1,8 @@
 """Static checks of the turn state machine definitions (statemachine/turn.asl.json for
 WorkflowType STANDARD, turn.express.asl.json for EXPRESS) against template.yaml rendered for
 that type and the handlers: what the moto executions in tests/integration/test_state_machine.py
-cannot reach in a fast test (long retry budgets, Lambda timeouts, every error name a Retry
-names)."""
+cannot reach in a fast test (which errors each Task retries, every error name a Retry names,
+the history bound)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, get_args
 
 import pytest
-from aws_lambda_powertools.utilities.idempotency import exceptions as idempotency_exceptions
 
 from tests.support.aws_template import load_template
 from tools.sam_local.template import STATE_MACHINE, render
@@ -82,38 +81,11 @@ def _retrier(state: dict[str, Any], error: str) -> dict[str, Any] | None:
     return None
 
 
-def _total_wait(retrier: dict[str, Any]) -> float:
-    interval = float(retrier.get("IntervalSeconds", 1))
-    rate = float(retrier.get("BackoffRate", 2.0))
-    return sum(interval * rate**attempt for attempt in range(int(retrier.get("MaxAttempts", 3))))
-
-
-def _timeout(function: dict[str, Any]) -> int:
-    return int(function["Timeout"])
-
-
 @WORKFLOW_TYPES
-def test_every_task_waits_out_an_in_progress_duplicate_for_longer_than_its_function_runs(
-    workflow_type: str,
-) -> None:
-    # A duplicate delivery finds the first delivery's INPROGRESS idempotency record, which
-    # Powertools lets expire at that invocation's deadline: giving up earlier fails a turn whose
-    # step may still be running (or has succeeded but could not mark its record done).
-    for name, state, function in _tasks(workflow_type):
-        retrier = _retrier(state, "IdempotencyAlreadyInProgressError")
-        assert retrier is not None, name
-        assert _total_wait(retrier) > _timeout(function), (name, retrier)
-
-
-@WORKFLOW_TYPES
-def test_every_task_retries_transient_step_and_idempotency_store_failures(
-    workflow_type: str,
-) -> None:
+def test_every_task_retries_transient_step_failures(workflow_type: str) -> None:
     for name, state, _function in _tasks(workflow_type):
         for error in (
             "RetryableStepError",
-            "IdempotencyPersistenceLayerError",
-            "IdempotencyInconsistentStateError",
             "Lambda.ServiceException",
             "Lambda.TooManyRequestsException",
         ):
@@ -137,11 +109,7 @@ def test_a_timed_out_model_or_tool_step_is_delivered_again_for_the_harness_to_re
 def test_every_retried_error_name_is_the_class_name_a_handler_raises(workflow_type: str) -> None:
     # Lambda reports an unhandled exception's class name as errorType: a renamed class would
     # silently stop matching its Retry.
-    raisable = {step_events.RetryableStepError.__name__} | {
-        name
-        for name, value in vars(idempotency_exceptions).items()
-        if isinstance(value, type) and issubclass(value, Exception)
-    }
+    raisable = {step_events.RetryableStepError.__name__}
     for name, state, _function in _tasks(workflow_type):
         for retrier in state.get("Retry", []):
             for error in retrier["ErrorEquals"]:
@@ -201,8 +169,9 @@ def test_the_approval_wait_runs_on_the_tool_step_function_and_times_out_into_a_d
     assert timeout["ErrorEquals"] == ["States.Timeout"]
     assert tool_states[timeout["Next"]]["Result"] == "timed_out"
     assert tool_states[wait["Next"]]["Next"] == "ToolStep"
-    # The tool step after a wait is a new delivery: its idempotency key includes `approval`.
-    assert "approval" in step_events.idempotency_key_expression("tool_step")
+    # The tool step after a wait learns how it ended (a timeout records the call as denied).
+    assert tool_states["ToolStep"]["Parameters"]["approval.$"] == "$.approval"
+    assert tool_states[timeout["Next"]]["ResultPath"] == "$.approval"
 
 
 def test_the_execution_timeout_outlasts_a_default_approval_wait() -> None:

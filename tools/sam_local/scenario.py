@@ -246,7 +246,7 @@ class Scenario:
         tool = self._invoke("ToolStepFunction", tool_call)
         require(tool.get("status") == "done" and tool.get("is_error") is False, f"tool {tool}")
         # execution_input.json: the same turn through the state machine (the samples' rounds
-        # are answered from their idempotency records, the next round finishes the turn).
+        # are redelivered and answered from what they settled, the next round finishes the turn).
         remote = seed.client("stepfunctions", self.moto_url)
         remote.start_execution(
             stateMachineArn=self.names.state_machine_arn,
@@ -312,7 +312,7 @@ HANDLER_IMPORTS = [
     "turnkeep.api",
     "turnkeep.lambda_runtime",
     "turnkeep.step_events",
-    "aws_lambda_powertools.utilities.idempotency",
+    "aws_lambda_powertools.metrics",
     "mangum",
     "boto3",
 ]

@@ -43,7 +43,7 @@ class LocalNames:
         env = json.loads(path.read_text(encoding="utf-8"))["ApiFunction"]
         storage = parse_qs(urlsplit(env["TURNKEEP_STORAGE_URL"]).query)
         return cls(
-            table=env["TURNKEEP_TABLE"],
+            table=storage["table"][0],
             bucket=storage["bucket"][0],
             prefix=storage["prefix"][0],
             state_machine_arn=env["TURNKEEP_STATE_MACHINE_ARN"],

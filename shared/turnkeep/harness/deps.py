@@ -65,6 +65,13 @@ class HarnessLimits(BaseModel):
         description="the Step Functions workflow driving the turn: EXPRESS cannot wait for an "
         "approval, so a call needing one fails clearly",
     )
+    tool_lease_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        description="a tool call `started` this recently is taken to be running in another "
+        "delivery (a concurrent duplicate waits for its result); older, its delivery died. "
+        "0: deliveries never overlap (one local orchestrator per turn)",
+    )
     max_tool_result_bytes: int = Field(
         default=65536, ge=256, description="a longer tool result is cut with an explicit marker"
     )

@@ -34,3 +34,7 @@ class TurnConflictError(HarnessError):
 
 class FencedWriteError(HarnessError):
     """A progress write arrived after its operation ended; it was rejected, nothing written."""
+
+
+class CallLeaseExpiredError(HarnessError):
+    """A tool call's claiming delivery stopped before its result; a retry takes it over."""

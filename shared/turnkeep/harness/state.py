@@ -134,6 +134,8 @@ class CallState(_Model):
     replayed: bool = False
     interrupted: bool = False
     approval: CallApproval | None = None
+    started_at: float | None = None
+    """When the delivery now running it claimed it (its lease: docs/harness.md)."""
 
 
 class TurnRecord(_Model):

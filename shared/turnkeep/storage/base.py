@@ -92,17 +92,20 @@ class Storage(ABC):
         *,
         guard: Value | None = None,
         attach: AttachedUpdate | None = None,
+        guard_seq: int | None = None,
     ) -> CommitResult:
         """Commit `writes` atomically as one transaction of one scope.
 
         With `guard` (a session-scoped value address) the commit applies only if that value
         exists at commit time, atomically with the commit; otherwise GuardFailedError is raised,
-        nothing is written and no sequence is consumed. An empty commit does nothing.
+        nothing is written and no sequence is consumed. With `guard_seq` as well, the guard
+        value must still be the one stored at that sequence (compare-and-set); else the same
+        GuardFailedError. An empty commit does nothing.
         `attach`: another store's conditional update applied in the same transaction (only
         for session writes, and only where `attached_table()` names its table); its condition
         failing raises AttachedConditionError with nothing written.
         """
-        txn = build_transaction(writes, guard)
+        txn = build_transaction(writes, guard, guard_seq)
         if attach is not None and (
             attach.table != self.attached_table() or not txn.is_session or not txn.writes
         ):

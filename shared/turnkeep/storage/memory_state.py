@@ -146,8 +146,14 @@ class MemoryState:
 
     def check(self, txn: Transaction) -> None:
         """Raise GuardFailedError or EntryConflictError if `txn` cannot apply; changes nothing."""
-        if txn.guard is not None and _phys(txn.guard) not in self.values:
-            raise GuardFailedError(f"commit refused: guard {txn.guard} does not exist")
+        if txn.guard is not None:
+            stored = self.values.get(_phys(txn.guard))
+            if stored is None:
+                raise GuardFailedError(f"commit refused: guard {txn.guard} does not exist")
+            if txn.guard_seq is not None and stored[1] != txn.guard_seq:
+                raise GuardFailedError(
+                    f"commit refused: guard {txn.guard} changed since sequence {txn.guard_seq}"
+                )
         index = self.entries.index
         duplicates = [i for i in txn.entry_ids if i in index]
         if duplicates:

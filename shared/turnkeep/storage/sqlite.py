@@ -366,7 +366,7 @@ class SqliteStorage(Storage):
             else:
                 conn.execute(_SQL_NEW_SESSION, (sid, 1 + count, now_ms()))
                 first, stats = 1, StorageStats()
-            if txn.guard is not None and not self._guard_exists(conn, txn.guard):
+            if txn.guard is not None and not self._guard_holds(conn, txn.guard, txn.guard_seq):
                 self._raise_guard_failed(txn.guard, sid)
             if txn.entry_ids:
                 self._check_entries(conn, txn)
@@ -376,13 +376,13 @@ class SqliteStorage(Storage):
                 conn.execute(_SQL_STATS, (*_stats_params(new_stats), sid))
         return CommitResult(first, seqs, now_ms(), new_stats)
 
-    def _guard_exists(self, conn: sqlite3.Connection, guard: Value) -> bool:
+    def _guard_holds(self, conn: sqlite3.Connection, guard: Value, seq: int | None) -> bool:
         row = conn.execute(
-            "SELECT 1 FROM scalar_values"
+            "SELECT seq FROM scalar_values"
             " WHERE session_id = ? AND scope_id = '' AND namespace = ? AND key = ?",
             (self.session_id, guard.namespace, guard.key),
         ).fetchone()
-        return row is not None
+        return row is not None and (seq is None or row[0] == seq)
 
     def _check_entries(self, conn: sqlite3.Connection, txn: Transaction) -> None:
         duplicates = self._existing_entry_ids(conn, txn.entry_ids)

@@ -240,6 +240,9 @@ class Transaction:
     entry_ids: tuple[str, ...] = field(default=())
     guard: Value | None = None
     """Commit only while this session-scoped value exists (checked atomically with the commit)."""
+    guard_seq: int | None = None
+    """With `guard`: commit only while the guard value is still the one stored at this sequence
+    (a compare-and-set on it)."""
 
     @property
     def is_session(self) -> bool:
@@ -254,7 +257,9 @@ def write_scope(write: Write) -> Scope:
     return SESSION_SCOPE
 
 
-def build_transaction(writes: Sequence[Write], guard: Value | None = None) -> Transaction:
+def build_transaction(
+    writes: Sequence[Write], guard: Value | None = None, guard_seq: int | None = None
+) -> Transaction:
     """Validate the one-scope rule, the guard and in-transaction entry ids; raise before any
     mutation."""
     if isinstance(writes, (str, bytes)) or not isinstance(writes, Sequence):
@@ -300,7 +305,16 @@ def build_transaction(writes: Sequence[Write], guard: Value | None = None) -> Tr
                 raise EntryConflictError(f"entry id {write.id!r} appears twice in one transaction")
             seen.add(write.id)
             entry_ids.append(write.id)
-    return Transaction(txn_scope, tuple(writes), tuple(entry_ids), guard)
+    if guard_seq is not None and (
+        guard is None
+        or isinstance(guard_seq, bool)
+        or not isinstance(guard_seq, int)
+        or guard_seq < 1
+    ):
+        raise StorageValidationError(
+            f"guard_seq needs a guard and a sequence >= 1, got {guard_seq!r}"
+        )
+    return Transaction(txn_scope, tuple(writes), tuple(entry_ids), guard, guard_seq)
 
 
 def missing_parents(txn: Transaction, exists: Container[str]) -> list[tuple[str, str]]:

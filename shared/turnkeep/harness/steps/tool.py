@@ -3,12 +3,13 @@ replay-safe, with each call-state change committed fenced by the operation state
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from turnkeep.harness import approvals
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.envelope_io import read_ahead
-from turnkeep.harness.errors import FencedWriteError, StepInputError
+from turnkeep.harness.errors import CallLeaseExpiredError, FencedWriteError, StepInputError
 from turnkeep.harness.io import ToolStepInput, ToolStepOutput
 from turnkeep.harness.progress import ToolProgress, fenced_commit
 from turnkeep.harness.recovery import unfinished_text
@@ -16,7 +17,6 @@ from turnkeep.harness.state import (
     CallState,
     OperationState,
     call_address,
-    load_call,
     load_state,
     op_address,
     result_address,
@@ -30,7 +30,7 @@ from turnkeep.harness.steps.common import (
 )
 from turnkeep.harness.transcript import message_from_json
 from turnkeep.providers.base import ToolResultPart
-from turnkeep.storage import Storage, set_value
+from turnkeep.storage import GuardFailedError, Storage, set_value
 from turnkeep.tools.base import ToolContext
 
 
@@ -56,16 +56,15 @@ def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
             if settle_envelope(deps, storage, inp.session_id, inp.op_id) is None:
                 raise no_operation(inp.session_id, inp.op_id)
             return _tool_output(inp, "skipped")
-        call = load_call(storage, state.op_id, inp.call_id)
-        if call is None:
-            settled = storage.get_entries(
-                [result_entry_id(state.op_id, r, inp.call_id) for r in range(state.round)]
-            )
-            if settled:
-                return _settled_tool_output(inp, settled[-1].data)
-            raise StepInputError(f"operation {inp.op_id!r} has no tool call {inp.call_id!r}")
+        found = _load_call(storage, state.op_id, inp.call_id)
+        if found is None:
+            return _settled_or_unknown(storage, state, inp)
+        call, call_seq = found
         if call.phase == "done":
             return _tool_output(inp, "done", call)
+        if call.phase == "started" and _held_elsewhere(deps, call):
+            # A concurrent duplicate delivery runs it now: wait for its result, never run twice.
+            return _await_holder(deps, inp)
         if cancelling(envelope, state.op_id):
             return _tool_output(inp, "skipped")  # the next model step aborts the turn
         registry = deps.registry(state.session_id, state.user_id)
@@ -103,7 +102,7 @@ def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
                 return _tool_output(inp, "done", denied)
             call = _approved(deps, storage, state, call)
         replayed = False
-        if call.phase == "started":
+        if call.phase == "started":  # its delivery died: outcome unknown
             if not registry.is_replay_safe(call.name):
                 done = call.model_copy(
                     update={
@@ -118,15 +117,23 @@ def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
                         ),
                     }
                 )
-                if not _fenced_session_commit(storage, state.op_id, call, done):
-                    return _tool_output(inp, "skipped")
+                if _claim(storage, state.op_id, done, call_seq) is None:
+                    return _await_holder(deps, inp)
                 return _tool_output(inp, "done", done)
             replayed = True
         started = call.model_copy(
-            update={"phase": "started", "attempts": call.attempts + 1, "replayed": replayed}
+            update={
+                "phase": "started",
+                "attempts": call.attempts + 1,
+                "replayed": replayed,
+                "started_at": deps.clock(),
+            }
         )
-        if not _fenced_session_commit(storage, state.op_id, call, started):
-            return _tool_output(inp, "skipped")
+        # The claim: a compare-and-set on the call state as read, so of two concurrent
+        # deliveries exactly one runs the tool (docs/harness.md, "Tool calls").
+        started_seq = _claim(storage, state.op_id, started, call_seq)
+        if started_seq is None:
+            return _await_holder(deps, inp)
         ctx_progress = ToolProgress(storage, state.op_id, call.call_id)
         ctx = ToolContext(
             session_id=state.session_id,
@@ -144,9 +151,81 @@ def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
         done = started.model_copy(
             update={"phase": "done", "content": content, "is_error": result.is_error}
         )
-        if not _fenced_session_commit(storage, state.op_id, started, done):
-            return _tool_output(inp, "skipped")
+        if _claim(storage, state.op_id, done, started_seq) is None:
+            return _tool_output(inp, "skipped")  # the turn ended meanwhile
         return _tool_output(inp, "done", done)
+
+
+def _load_call(storage: Storage, op_id: str, call_id: str) -> tuple[CallState, int] | None:
+    """The call state with the sequence of its version (what a claim compares against)."""
+    stored = storage.get_value(call_address(op_id, call_id))
+    if stored is None:
+        return None
+    return CallState.model_validate(stored.value), stored.seq
+
+
+def _claim(storage: Storage, op_id: str, after: CallState, seq: int) -> int | None:
+    """Write `after` only while the call state is still the version at `seq` (which also
+    means the operation runs: its terminal commit deletes every call state). Returns the new
+    version's sequence, None when another writer got there first."""
+    address = call_address(op_id, after.call_id)
+    try:
+        result = storage.commit(
+            [set_value(address, after.model_dump(mode="json"))], guard=address, guard_seq=seq
+        )
+    except GuardFailedError:
+        return None
+    return result.seqs[0]
+
+
+def _held_elsewhere(deps: HarnessDeps, call: CallState) -> bool:
+    """Whether a `started` call is within its lease (its delivery may still be running it)."""
+    lease = deps.limits.tool_lease_seconds
+    return lease > 0 and call.started_at is not None and deps.clock() < call.started_at + lease
+
+
+def _settled_or_unknown(
+    storage: Storage, state: OperationState, inp: ToolStepInput
+) -> ToolStepOutput:
+    settled = storage.get_entries(
+        [result_entry_id(state.op_id, r, inp.call_id) for r in range(state.round)]
+    )
+    if settled:
+        return _settled_tool_output(inp, settled[-1].data)
+    raise StepInputError(f"operation {inp.op_id!r} has no tool call {inp.call_id!r}")
+
+
+def _await_holder(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
+    """Report the outcome of a call another delivery changed first (it won the claim, or
+    holds it now): polled until it is done, settled or the holder's lease ends.
+
+    A lease that ends with the call still `started` means that delivery died: this step then
+    raises `CallLeaseExpiredError` (retried by the state machine), and the retry takes the
+    call over as after any crash. Reads go past anything read ahead (a fresh handle).
+    """
+    pause = 0.05
+    # Bounded by real time too: the lease is measured on the harness clock.
+    give_up = time.monotonic() + deps.limits.tool_lease_seconds
+    while True:
+        with open_session(deps, inp.session_id) as fresh:
+            state = load_state(fresh, inp.op_id)
+            if state is None:
+                return _tool_output(inp, "skipped")
+            found = _load_call(fresh, state.op_id, inp.call_id)
+            if found is None:
+                return _settled_or_unknown(fresh, state, inp)
+        call = found[0]
+        if call.phase == "done":
+            return _tool_output(inp, "done", call)
+        if call.phase != "started":
+            return _tool_output(inp, "skipped")  # put back by another path (an approval)
+        if not _held_elsewhere(deps, call) or time.monotonic() > give_up:
+            raise CallLeaseExpiredError(
+                f"tool call {inp.call_id!r} of operation {inp.op_id!r}: the delivery that "
+                "claimed it stopped reporting; retry to take it over"
+            )
+        time.sleep(pause)
+        pause = min(1.0, pause * 2)
 
 
 def _gate(

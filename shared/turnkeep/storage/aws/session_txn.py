@@ -189,7 +189,7 @@ def plan_session_commit(
         guard_sk = _check_sort_key(
             keys.value_sk(txn.guard.namespace, txn.guard.key), f"guard {txn.guard}"
         )
-        conditions[guard_sk] = ("attribute_exists(sk)", ActionMeta("guard"))
+        conditions[guard_sk] = (_guard_condition(txn.guard_seq), ActionMeta("guard"))
 
     actions: list[dict[str, Any]] = []
     metas: list[ActionMeta | None] = []
@@ -230,6 +230,7 @@ def plan_session_commit(
             delete: dict[str, Any] = {"TableName": table, "Key": {"pk": s(pk), "sk": s(sk)}}
             if cond is not None:
                 delete["ConditionExpression"] = cond[0]
+                _add_guard_values(delete, cond[0], txn.guard_seq)
             actions.append({"Delete": delete})
             metas.append(cond[1] if cond is not None else None)
             continue
@@ -237,10 +238,13 @@ def plan_session_commit(
         action: dict[str, Any] = {"TableName": table, "Item": put}
         if cond is not None:
             action["ConditionExpression"] = cond[0]
+            _add_guard_values(action, cond[0], txn.guard_seq)
         actions.append({"Put": action})
         metas.append(cond[1] if cond is not None else None)
     for sk, (cond_text, meta) in conditions.items():
-        actions.append(_condition_check(table, pk, sk, cond_text))
+        check = _condition_check(table, pk, sk, cond_text)
+        _add_guard_values(check["ConditionCheck"], cond_text, txn.guard_seq)
+        actions.append(check)
         metas.append(meta)
 
     if len(actions) > MAX_TRANSACTION_ACTIONS:
@@ -268,6 +272,7 @@ def plan_allocation(
     head: Head,
     done_markers: frozenset[str],
     guard: Value,
+    guard_seq: int | None = None,
 ) -> SessionPlan:
     """Allocate `count` sequences for a guarded scoped commit: head update + guard check."""
     pk = keys.session_pk(session_id)
@@ -287,10 +292,9 @@ def plan_allocation(
     else:
         condition = "attribute_not_exists(sk)"
     guard_sk = _check_sort_key(keys.value_sk(guard.namespace, guard.key), f"guard {guard}")
-    actions = [
-        _head_update(table, pk, expression, condition, values),
-        _condition_check(table, pk, guard_sk, "attribute_exists(sk)"),
-    ]
+    check = _condition_check(table, pk, guard_sk, _guard_condition(guard_seq))
+    _add_guard_values(check["ConditionCheck"], _guard_condition(guard_seq), guard_seq)
+    actions = [_head_update(table, pk, expression, condition, values), check]
     new_head = Head(last, head.stats, head.pending - done_markers, exists=True)
     seqs = tuple(range(head.last_seq + 1, last + 1))
     return SessionPlan(actions, [ActionMeta("head"), ActionMeta("guard")], seqs, new_head)
@@ -306,8 +310,22 @@ def _head_update(
             "UpdateExpression": expression,
             "ConditionExpression": condition,
             "ExpressionAttributeValues": values,
+            # A lost race returns the head as it is: the retry needs no read of its own.
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
     }
+
+
+def _guard_condition(guard_seq: int | None) -> str:
+    """The guard's condition: it exists (and, with `guard_seq`, is still that version)."""
+    if guard_seq is None:
+        return "attribute_exists(sk)"
+    return "attribute_exists(sk) AND seq = :guard_seq"
+
+
+def _add_guard_values(action: dict[str, Any], condition: str, guard_seq: int | None) -> None:
+    if ":guard_seq" in condition and guard_seq is not None:
+        action["ExpressionAttributeValues"] = {":guard_seq": n(guard_seq)}
 
 
 def _condition_check(table: str, pk: str, sk: str, condition: str) -> dict[str, Any]:

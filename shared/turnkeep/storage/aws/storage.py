@@ -280,7 +280,7 @@ class AwsStorage(Storage):
         state = self._state
         count = len(txn.writes)
         head = (
-            self._allocate_guarded(count, txn.guard)
+            self._allocate_guarded(count, txn.guard, txn.guard_seq)
             if txn.guard is not None
             else self._allocate(count)
         )
@@ -333,7 +333,7 @@ class AwsStorage(Storage):
         self._recover(head)  # the returned head names pending cleanups like a read would
         return head
 
-    def _allocate_guarded(self, count: int, guard: Value) -> Head:
+    def _allocate_guarded(self, count: int, guard: Value, guard_seq: int | None = None) -> Head:
         """Reserve `count` sequences only while `guard` exists: one TransactWriteItems.
 
         Transactions return no values, so the head is set to a known value under a condition
@@ -352,6 +352,7 @@ class AwsStorage(Storage):
                 head=head,
                 done_markers=done,
                 guard=guard,
+                guard_seq=guard_seq,
             )
             if self._transact(plan.actions, plan.metas, attempt, guard):
                 state.head = plan.new_head
@@ -380,10 +381,21 @@ class AwsStorage(Storage):
             if code != "TransactionCanceledException":
                 state.head = None
                 raise StorageUnavailableError(f"session commit failed: {exc}") from exc
-            if _cancel_reasons(exc)[:1] != [{"Code": "None"}]:
+            reasons = _cancel_reasons(exc)
+            if reasons[:1] != [{"Code": "None"}]:
                 state.head = None  # the head condition failed (or we cannot tell)
             _raise_cancel_cause(exc, metas, self.session_id, guard)
-            # Another writer moved the head: re-read it and retry with fresh sequences.
+            current = reasons[0].get("Item") if reasons else None
+            if (
+                attempt == 0
+                and current is not None
+                and reasons[0].get("Code") == ("ConditionalCheckFailed")
+            ):
+                # Another writer moved the head, and the cancellation says to what: the first
+                # retry goes at once with fresh sequences (two tool steps of a round racing).
+                self._adopt_head(current)
+                return False
+            # Under heavier contention: re-read the head after a jittered pause, then retry.
             time.sleep(random.uniform(0, 0.002 * 2**attempt))  # nosec B311  # retry jitter, not a secret
             return False
         except BotoCoreError as exc:
