@@ -5,6 +5,7 @@ invokes the real handler code in this process (Lambda's error contract included)
 from __future__ import annotations
 
 import contextvars
+import gc
 import importlib.util
 import io
 import json
@@ -33,7 +34,14 @@ def load_function_module(folder: str) -> ModuleType:
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        # The handler pauses the collector for its imports and freezes what exists then (a
+        # container's imports live as long as it does); here that is the whole test process,
+        # whose objects must stay collectable, import error or not.
+        gc.unfreeze()
+        gc.enable()
     return module
 
 

@@ -6,8 +6,6 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-import boto3
-
 from turnkeep.storage.aws import keys
 from turnkeep.storage.aws.cleanup import delete_all
 from turnkeep.storage.aws.codec import get_s, s
@@ -16,6 +14,7 @@ from turnkeep.storage.base import Repository, validate_session_id
 from turnkeep.storage.errors import StorageValidationError
 
 if TYPE_CHECKING:
+    import boto3
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_s3 import S3Client
 
@@ -49,6 +48,8 @@ class AwsRepository(Repository):
         self.bucket = bucket
         self.objects = keys.ObjectKeys(prefix)
         if dynamodb_client is None or s3_client is None:
+            import boto3  # only here: the shared clients (turnkeep.aws_clients) need no boto3
+
             boto = session or boto3.session.Session()
             options: dict[str, Any] = {}
             if region_name:
