@@ -21,6 +21,7 @@ from turnkeep.envelope import (
     MetaValidationError,
     caps,
 )
+from turnkeep.session_ids import SESSION_ID_MAX_LENGTH
 
 HOST = {"title": "Trip plan", "selectedModel": "scripted", "reasoningEffort": "low"}
 
@@ -192,7 +193,7 @@ def test_envelope_with_every_key_at_its_cap_round_trips(store: EnvelopeStore) ->
     }
     assert set(host) == HOST_META_KEYS
     assert set(worker) == WORKER_META_KEYS
-    sid, owner = "s" * caps.SESSION_ID_MAX_BYTES, "o" * caps.OWNER_ID_MAX_BYTES
+    sid, owner = "s" * SESSION_ID_MAX_LENGTH, "o" * caps.OWNER_ID_MAX_BYTES
     store.create(sid, owner, host)
     store.update_worker_meta(sid, worker)
     got = store.get_for_owner(owner, sid)

@@ -19,6 +19,7 @@ from typing import Final
 from turnkeep.envelope import caps
 from turnkeep.envelope.errors import MetaValidationError
 from turnkeep.envelope.model import MetaScalar
+from turnkeep.session_ids import session_id_problem
 
 logger = logging.getLogger(__name__)
 
@@ -291,8 +292,12 @@ def validate_id(value: object, what: str, max_bytes: int) -> str:
 
 
 def validate_session_id(value: object) -> str:
-    """A valid session id, or `MetaValidationError`."""
-    return validate_id(value, "session id", caps.SESSION_ID_MAX_BYTES)
+    """A session id by the one rule storage and the API use too (`turnkeep.session_ids`),
+    or `MetaValidationError`."""
+    problem = session_id_problem(value)
+    if problem is not None:
+        raise MetaValidationError(problem)
+    return value  # type: ignore[return-value]  # the rule admits only str
 
 
 def validate_owner_id(value: object) -> str:
