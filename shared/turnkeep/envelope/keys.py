@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 from turnkeep.envelope import caps
 from turnkeep.envelope.errors import MetaValidationError
@@ -61,12 +61,16 @@ def _check_int(value: object, minimum: int = 0) -> int:
     return value
 
 
+KeyOwner = Literal["host", "worker"]
+"""Who writes a reserved key: the host (the app's PUT) or the turn worker."""
+
+
 @dataclass(frozen=True, slots=True)
 class KeySpec:
     """One reserved key: its owner, its largest stored size, and its validator."""
 
     name: str
-    owner: str  # "host" | "worker"
+    owner: KeyOwner
     max_bytes: int
     check: Callable[[object], MetaScalar | None]
     doc: str
