@@ -234,7 +234,7 @@ def test_host_put_that_sets_working_notes_is_rejected_and_changes_nothing(
 @pytest.mark.parametrize(
     ("meta", "message"),
     [
-        ({"turnStatus": "idle"}, "worker key"),
+        ({"turnStatus": "idle"}, "'turnStatus' is owned by the turn worker"),
         ({"colour": "red"}, "unknown meta key 'colour'"),
         ({"title": ["a"]}, "'title'.*must be a string"),
         ({"title": {"a": 1}}, "'title'.*must be a string"),
@@ -312,7 +312,7 @@ def test_worker_notes_are_stored_trimmed(store: EnvelopeStore) -> None:
 @pytest.mark.parametrize(
     ("patch", "message"),
     [
-        ({"title": "x"}, "'title' is a host key"),
+        ({"title": "x"}, "'title' is owned by the host"),
         ({"bogus": 1}, "unknown meta key 'bogus'"),
         ({"turnStatus": "sleeping"}, "'turnStatus'.*one of"),
         ({"turnStepCount": True}, "'turnStepCount'.*integer"),
@@ -527,3 +527,21 @@ def test_expect_sees_a_poison_stored_value_as_unset_like_every_read(
     )
     assert started.meta == {**HOST, "turnStatus": "running", "turnRunId": "op-1"}
     assert store.get("s1") == started
+
+
+@pytest.mark.parametrize(
+    ("meta", "code", "field"),
+    [
+        ({"turnStatus": "idle"}, "worker_key", "turnStatus"),
+        ({"workingNotes": "x"}, "worker_key", "workingNotes"),
+        ({"colour": "red"}, "unknown_meta_key", "colour"),
+        ({"title": ["a"]}, "invalid_meta", None),
+    ],
+)
+def test_a_refused_host_put_says_why_with_a_code_and_the_key(
+    store: EnvelopeStore, meta: dict[str, object], code: str, field: str | None
+) -> None:
+    store.create("s1", "alice", HOST)
+    with pytest.raises(MetaValidationError) as refused:
+        store.put_host_meta("s1", "alice", meta)  # type: ignore[arg-type]
+    assert (refused.value.code, refused.value.field) == (code, field)

@@ -316,21 +316,41 @@ def _check_value(key: str, value: object) -> MetaScalar | None:
         raise _fail(f"meta key {key!r}:", f"value {exc}") from None
 
 
-def _reject_key(key: object, allowed_owner: str) -> MetaValidationError:
+_NAME_MAX_CHARS: Final = 64
+
+
+def brief_key(name: str) -> str:
+    """A caller-supplied key, shortened so an error never echoes a huge one."""
+    if len(name) <= _NAME_MAX_CHARS:
+        return name
+    return f"{name[: _NAME_MAX_CHARS - 16]}…({len(name)} chars)"
+
+
+def _reject_key(key: object, allowed_owner: KeyOwner) -> MetaValidationError:
     if not isinstance(key, str):
         return MetaValidationError(f"meta keys must be strings, got {type(key).__name__}")
+    name = brief_key(key)
     if key == "workingNotes" and allowed_owner == "host":
         return MetaValidationError(
             "meta key 'workingNotes' is written only by the working_notes_* tools; "
-            "a host PUT may not set it (omit it: the PUT never touches worker keys)"
+            "a host PUT may not set it (omit it: the PUT never touches worker keys)",
+            code="worker_key",
+            field=key,
         )
     spec = KEY_SPECS.get(key)
     if spec is None:
+        allowed = HOST_META_KEYS if allowed_owner == "host" else WORKER_META_KEYS
         return MetaValidationError(
-            f"unknown meta key {key!r}; reserved keys are: {', '.join(sorted(RESERVED_META_KEYS))}"
+            f"unknown meta key {name!r}; {allowed_owner} keys are: {', '.join(sorted(allowed))}",
+            code="unknown_meta_key",
+            field=name,
         )
+    owner = "the turn worker" if spec.owner == "worker" else "the host"
     return MetaValidationError(
-        f"meta key {key!r} is a {spec.owner} key; a {allowed_owner} write may not set it"
+        f"meta key {key!r} is owned by {owner}; a {allowed_owner} "
+        f"{'PUT' if allowed_owner == 'host' else 'write'} may not set it",
+        code=f"{spec.owner}_key",
+        field=key,
     )
 
 
