@@ -12,8 +12,6 @@ from turnkeep.session_ids import session_id_problem
 from turnkeep.storage.addresses import Value, ValueList
 from turnkeep.storage.attached import AttachedKey, AttachedUpdate
 from turnkeep.storage.errors import (
-    EntryConflictError,
-    GuardFailedError,
     StorageClosedError,
     StorageValidationError,
 )
@@ -261,26 +259,6 @@ class Storage(ABC):
     def _ensure_open(self) -> None:
         if self._closed:
             raise StorageClosedError(f"storage of session {self.session_id!r} is closed")
-
-    @staticmethod
-    def _raise_guard_failed(guard: Value | None, session_id: str) -> None:
-        if guard is not None:
-            raise GuardFailedError(
-                f"commit to session {session_id!r} refused: guard {guard} does not exist"
-            )
-
-    @staticmethod
-    def _raise_missing_parents(missing: list[tuple[str, str]]) -> None:
-        if missing:
-            entry_id, parent = missing[0]
-            raise EntryConflictError(
-                f"entry {entry_id!r} names parent {parent!r}, which does not exist"
-            )
-
-    @staticmethod
-    def _raise_duplicate_entries(duplicates: Sequence[str]) -> None:
-        if duplicates:
-            raise EntryConflictError(f"entry id {duplicates[0]!r} already exists")
 
     def _scan_branch(self, leaf_id: str) -> list[Entry]:
         path: list[Entry] = []
