@@ -673,7 +673,7 @@ class AwsStorage(Storage):
     def _batch_get_keys(self, wanted: list[tuple[str, str]]) -> dict[tuple[str, str], Item]:
         """Items of this table by (pk, sk), strongly consistent; absent ones are left out."""
         found: dict[tuple[str, str], Item] = {}
-        with aws_call(f"reading ahead for session {self.session_id!r}"):
+        with aws_call(f"reading items of session {self.session_id!r}"):
             for start in range(0, len(wanted), 100):
                 pending: dict[str, Any] = {
                     self._table: {
@@ -695,26 +695,9 @@ class AwsStorage(Storage):
         return found
 
     def _batch_get(self, sort_keys: list[str]) -> dict[str, Item]:
-        """Items by sort key (strongly consistent; unknown keys are absent)."""
-        found: dict[str, Item] = {}
-        with aws_call(f"reading entries of session {self.session_id!r}"):
-            for start in range(0, len(sort_keys), 100):
-                pending: dict[str, Any] = {
-                    self._table: {
-                        "Keys": [self._key(sk) for sk in sort_keys[start : start + 100]],
-                        "ConsistentRead": True,
-                    }
-                }
-                attempt = 0
-                while pending:
-                    page = self._ddb.batch_get_item(RequestItems=pending)
-                    for item in page.get("Responses", {}).get(self._table, []):
-                        found[get_s(item, "sk")] = item
-                    pending = dict(page.get("UnprocessedKeys") or {})
-                    if pending:
-                        attempt += 1
-                        time.sleep(min(0.5, 0.01 * 2**attempt))
-        return found
+        """Items of this session by sort key (strongly consistent; unknown keys are absent)."""
+        found = self._batch_get_keys([(self._pk, sk) for sk in sort_keys])
+        return {sk: item for (_pk, sk), item in found.items()}
 
 
 def _element(item: Item) -> ListElement:
