@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
+from turnkeep.providers.base import Usage
 from turnkeep.session_ids import SESSION_ID_PATTERN
 
 TURN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$"
@@ -121,15 +122,6 @@ class TurnAccepted(BaseModel):
 
     turn_id: str
     status: TurnStatus
-
-
-class Usage(BaseModel):
-    """Token usage summed over the turn's model rounds."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
 
 
 class TurnView(BaseModel):
