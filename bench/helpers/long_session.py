@@ -26,13 +26,13 @@ from moto import mock_aws
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.support.aws_template import create_bucket, create_table
-from turnkeep.compaction import is_compaction_request
 from turnkeep.envelope import EnvelopeStore, open_envelope_store
 from turnkeep.harness import HarnessDeps, HarnessLimits, run_turn, steps
 from turnkeep.harness.io import FinishTurnInput, ModelStepInput, StartTurnInput
 from turnkeep.harness.state import head_address
 from turnkeep.harness.transcript import TranscriptCache, entry_data
 from turnkeep.providers.base import Message, ModelProvider, ModelRequest, StreamEvent, TextPart
+from turnkeep.providers.compaction import is_compaction_request
 from turnkeep.providers.factory import provider_from_config
 from turnkeep.providers.scripted import input_token_count
 from turnkeep.storage import Write, insert_entry, open_storage, set_value

@@ -29,6 +29,8 @@ WORKING_NOTES_FRAME: Final = (
 )
 WORKING_NOTES_OPEN: Final = "--- begin working notes {tag} ---"
 WORKING_NOTES_CLOSE: Final = "--- end working notes {tag} ---"
+WORKING_NOTES_EMPTY_TEXT: Final = "(empty — no working notes for this session)"
+"""What `working_notes_get` answers when the session has no notes (the scripted model knows it)."""
 """Fence lines of the notes block; `tag` is `notes_tag(notes)`, so the notes cannot contain
 their own closing line and end the block early (a forged close carries the wrong tag)."""
 

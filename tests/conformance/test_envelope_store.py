@@ -21,35 +21,36 @@ from turnkeep.envelope import (
     MetaValidationError,
     caps,
 )
+from turnkeep.session_ids import SESSION_ID_MAX_LENGTH
 
 HOST = {"title": "Trip plan", "selectedModel": "scripted", "reasoningEffort": "low"}
 
 
 @pytest.fixture(params=BACKEND_NAMES)
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EnvelopeBackend]:
+def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EnvelopeBackend]:
     """Each test runs once per envelope backend."""
     with envelope_backend(request.param, tmp_path) as harness:
         yield harness
 
 
 @pytest.fixture
-def store(backend: EnvelopeBackend) -> EnvelopeStore:
-    """A handle on the backend."""
-    return backend.store()
+def store(stores: EnvelopeBackend) -> EnvelopeStore:
+    """A handle on the stores."""
+    return stores.store()
 
 
 # -- create / get / list / delete ----------------------------------------------------------------
 
 
 def test_created_envelope_reads_back_with_owner_meta_and_equal_timestamps(
-    backend: EnvelopeBackend, store: EnvelopeStore
+    stores: EnvelopeBackend, store: EnvelopeStore
 ) -> None:
     created = store.create("s1", "alice", HOST)
     got = store.get("s1")
     assert got == created
     assert got is not None
     assert (got.session_id, got.owner_id, got.meta) == ("s1", "alice", HOST)
-    assert got.created_at == got.updated_at == backend.clock.now
+    assert got.created_at == got.updated_at == stores.clock.now
 
 
 def test_creating_an_existing_session_raises_exists_and_keeps_the_first(
@@ -85,13 +86,13 @@ def test_another_owners_session_reads_as_none_for_owner(store: EnvelopeStore) ->
 
 
 def test_list_for_owner_returns_only_that_owners_envelopes_oldest_first(
-    backend: EnvelopeBackend, store: EnvelopeStore
+    stores: EnvelopeBackend, store: EnvelopeStore
 ) -> None:
     store.create("b", "alice")
-    backend.clock.now += 10
+    stores.clock.now += 10
     store.create("a", "alice")
     store.create("c", "bob")
-    backend.clock.now += 10
+    stores.clock.now += 10
     store.create("d", "alice")
     assert [e.session_id for e in store.list_for_owner("alice")] == ["b", "a", "d"]
     assert [e.session_id for e in store.list_for_owner("bob")] == ["c"]
@@ -99,14 +100,14 @@ def test_list_for_owner_returns_only_that_owners_envelopes_oldest_first(
 
 
 def test_local_backends_list_every_session_id_and_dynamodb_declines_the_scan(
-    backend: EnvelopeBackend, store: EnvelopeStore
+    stores: EnvelopeBackend, store: EnvelopeStore
 ) -> None:
     store.create("s-b", "alice")
     store.create("s-a", "bob")
 
     listed = store.local_session_ids()
 
-    if backend.name == "dynamodb":
+    if stores.name == "dynamodb":
         assert listed is None  # a table Scan: the local start-up scan does not use it
     else:
         assert listed == ["s-a", "s-b"]
@@ -124,12 +125,12 @@ def test_delete_removes_the_envelope_and_the_id_can_be_created_again(
     assert again.meta == {}
 
 
-def test_a_second_handle_sees_what_the_first_wrote(backend: EnvelopeBackend) -> None:
-    first = backend.store()
+def test_a_second_handle_sees_what_the_first_wrote(stores: EnvelopeBackend) -> None:
+    first = stores.store()
     first.create("s1", "alice", HOST)
     first.update_worker_meta("s1", {"workingNotes": "keep me"})
     first.close()
-    got = backend.store().get("s1")
+    got = stores.store().get("s1")
     assert got is not None
     assert got.meta == {**HOST, "workingNotes": "keep me"}
 
@@ -192,7 +193,7 @@ def test_envelope_with_every_key_at_its_cap_round_trips(store: EnvelopeStore) ->
     }
     assert set(host) == HOST_META_KEYS
     assert set(worker) == WORKER_META_KEYS
-    sid, owner = "s" * caps.SESSION_ID_MAX_BYTES, "o" * caps.OWNER_ID_MAX_BYTES
+    sid, owner = "s" * SESSION_ID_MAX_LENGTH, "o" * caps.OWNER_ID_MAX_BYTES
     store.create(sid, owner, host)
     store.update_worker_meta(sid, worker)
     got = store.get_for_owner(owner, sid)
@@ -233,7 +234,7 @@ def test_host_put_that_sets_working_notes_is_rejected_and_changes_nothing(
 @pytest.mark.parametrize(
     ("meta", "message"),
     [
-        ({"turnStatus": "idle"}, "worker key"),
+        ({"turnStatus": "idle"}, "'turnStatus' is owned by the turn worker"),
         ({"colour": "red"}, "unknown meta key 'colour'"),
         ({"title": ["a"]}, "'title'.*must be a string"),
         ({"title": {"a": 1}}, "'title'.*must be a string"),
@@ -311,7 +312,7 @@ def test_worker_notes_are_stored_trimmed(store: EnvelopeStore) -> None:
 @pytest.mark.parametrize(
     ("patch", "message"),
     [
-        ({"title": "x"}, "'title' is a host key"),
+        ({"title": "x"}, "'title' is owned by the host"),
         ({"bogus": 1}, "unknown meta key 'bogus'"),
         ({"turnStatus": "sleeping"}, "'turnStatus'.*one of"),
         ({"turnStepCount": True}, "'turnStepCount'.*integer"),
@@ -429,13 +430,13 @@ def test_malformed_expect_is_rejected(
 
 
 def test_updated_at_is_strictly_newer_even_when_the_clock_stands_still_or_goes_back(
-    backend: EnvelopeBackend, store: EnvelopeStore
+    stores: EnvelopeBackend, store: EnvelopeStore
 ) -> None:
     created = store.create("s1", "alice")
     stamps = [created.updated_at]
     stamps.append(store.update_worker_meta("s1", {"turnStatus": "running"}).updated_at)
     stamps.append(store.put_host_meta("s1", "alice", HOST).updated_at)
-    backend.clock.now -= 60_000  # another writer's clock is a minute behind
+    stores.clock.now -= 60_000  # another writer's clock is a minute behind
     stamps.append(store.update_worker_meta("s1", {"workingNotes": "n"}).updated_at)
     stamps.append(store.put_host_meta("s1", "alice", {}).updated_at)
     assert stamps == sorted(set(stamps))
@@ -444,11 +445,11 @@ def test_updated_at_is_strictly_newer_even_when_the_clock_stands_still_or_goes_b
 
 
 def test_updated_at_follows_the_clock_when_it_is_ahead(
-    backend: EnvelopeBackend, store: EnvelopeStore
+    stores: EnvelopeBackend, store: EnvelopeStore
 ) -> None:
     store.create("s1", "alice")
-    backend.clock.now += 5_000
-    assert store.update_worker_meta("s1", {"turnStepCount": 1}).updated_at == backend.clock.now
+    stores.clock.now += 5_000
+    assert store.update_worker_meta("s1", {"turnStepCount": 1}).updated_at == stores.clock.now
 
 
 # -- poison --------------------------------------------------------------------------------------
@@ -472,11 +473,11 @@ def test_updated_at_follows_the_clock_when_it_is_ahead(
     ],
 )
 def test_poison_stored_values_read_back_as_unset_and_never_crash_a_read(
-    backend: EnvelopeBackend, store: EnvelopeStore, key: str, value: object
+    stores: EnvelopeBackend, store: EnvelopeStore, key: str, value: object
 ) -> None:
     store.create("s1", "alice", HOST)
     store.update_worker_meta("s1", {"turnStatus": "idle"})
-    backend.poke_raw(store, "s1", key, value)
+    stores.poke_raw(store, "s1", key, value)
     expected = {**HOST, "turnStatus": "idle"}
     expected.pop(key, None)
     got = store.get("s1")
@@ -487,25 +488,25 @@ def test_poison_stored_values_read_back_as_unset_and_never_crash_a_read(
 
 
 def test_writes_still_work_on_an_envelope_holding_poison(
-    backend: EnvelopeBackend, store: EnvelopeStore
+    stores: EnvelopeBackend, store: EnvelopeStore
 ) -> None:
     store.create("s1", "alice", HOST)
-    backend.poke_raw(store, "s1", "workingNotes", {"bad": True})
-    backend.poke_raw(store, "s1", "title", ["bad"])
+    stores.poke_raw(store, "s1", "workingNotes", {"bad": True})
+    stores.poke_raw(store, "s1", "title", ["bad"])
     store.update_worker_meta("s1", {"workingNotes": "fresh"})
     after = store.put_host_meta("s1", "alice", {"title": "clean"})
     assert after.meta == {"title": "clean", "workingNotes": "fresh"}
 
 
 def test_writes_still_work_when_the_stored_updated_at_is_poison(
-    backend: EnvelopeBackend, store: EnvelopeStore
+    stores: EnvelopeBackend, store: EnvelopeStore
 ) -> None:
     store.create("s1", "alice", HOST)
-    backend.poke_updated_at(store, "s1", "not a timestamp")
+    stores.poke_updated_at(store, "s1", "not a timestamp")
     assert store.get("s1").updated_at == 0  # type: ignore[union-attr]
-    backend.clock.now += 1
+    stores.clock.now += 1
     notes = store.update_worker_meta("s1", {"workingNotes": "still writable"})
-    assert notes.updated_at == backend.clock.now
+    assert notes.updated_at == stores.clock.now
     after = store.put_host_meta("s1", "alice", {"title": "renamed"})
     assert after.meta == {"title": "renamed", "workingNotes": "still writable"}
     assert after.updated_at > notes.updated_at
@@ -513,12 +514,12 @@ def test_writes_still_work_when_the_stored_updated_at_is_poison(
 
 @pytest.mark.parametrize("poison", ["sleeping", 7, ["running"], {"status": "running"}])
 def test_expect_sees_a_poison_stored_value_as_unset_like_every_read(
-    backend: EnvelopeBackend, store: EnvelopeStore, poison: object
+    stores: EnvelopeBackend, store: EnvelopeStore, poison: object
 ) -> None:
     # A poisoned turnStatus reads back as unset; a compare-and-set must agree with that read,
     # or a session whose envelope shows no turn could never start one again.
     store.create("s1", "alice", HOST)
-    backend.poke_raw(store, "s1", "turnStatus", poison)
+    stores.poke_raw(store, "s1", "turnStatus", poison)
     with pytest.raises(EnvelopeConflictError):
         store.update_worker_meta("s1", {"turnStatus": "running"}, expect={"turnStatus": ["idle"]})
     started = store.update_worker_meta(
@@ -526,3 +527,21 @@ def test_expect_sees_a_poison_stored_value_as_unset_like_every_read(
     )
     assert started.meta == {**HOST, "turnStatus": "running", "turnRunId": "op-1"}
     assert store.get("s1") == started
+
+
+@pytest.mark.parametrize(
+    ("meta", "code", "field"),
+    [
+        ({"turnStatus": "idle"}, "worker_key", "turnStatus"),
+        ({"workingNotes": "x"}, "worker_key", "workingNotes"),
+        ({"colour": "red"}, "unknown_meta_key", "colour"),
+        ({"title": ["a"]}, "invalid_meta", None),
+    ],
+)
+def test_a_refused_host_put_says_why_with_a_code_and_the_key(
+    store: EnvelopeStore, meta: dict[str, object], code: str, field: str | None
+) -> None:
+    store.create("s1", "alice", HOST)
+    with pytest.raises(MetaValidationError) as refused:
+        store.put_host_meta("s1", "alice", meta)  # type: ignore[arg-type]
+    assert (refused.value.code, refused.value.field) == (code, field)

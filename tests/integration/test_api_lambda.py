@@ -12,9 +12,8 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
-from tests.support.aws_template import create_bucket, create_table, load_template
+from tests.support.lambda_env import lambda_deployment
 from tests.support.lambda_host import ROOT, FakeContext, load_function_module
 from turnkeep import lambda_runtime
 from turnkeep.harness import StartTurnInput, resume_turn, start_turn
@@ -43,21 +42,7 @@ def _event(name: str) -> dict[str, Any]:
 
 @pytest.fixture
 def lambda_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ModuleType, Any, str]]:
-    env = {
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "TURNKEEP_STORAGE_URL": f"aws://?table={TABLE}&bucket={BUCKET}&prefix=tk",
-        "TURNKEEP_ENVELOPE_URL": f"aws://?table={TABLE}",
-        "TURNKEEP_MODEL": "scripted",
-        "POWERTOOLS_TRACE_DISABLED": "true",
-    }
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
-        template = load_template()
-        create_table(boto3.client("dynamodb"), TABLE, template)
-        create_bucket(boto3.client("s3"), BUCKET, template)
+    with lambda_deployment(monkeypatch, TABLE, BUCKET):
         sfn = boto3.client("stepfunctions")
         arn = sfn.create_state_machine(
             name="turn",
@@ -67,7 +52,6 @@ def lambda_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ModuleType, An
         monkeypatch.setenv("TURNKEEP_STATE_MACHINE_ARN", arn)
         lambda_runtime.reset_runtime()
         yield load_function_module("api"), sfn, arn
-        lambda_runtime.reset_runtime()
 
 
 def _call(app: ModuleType, event: dict[str, Any]) -> tuple[int, Any]:

@@ -31,8 +31,8 @@ CTX = ToolContext(session_id="s1", user_id="alice", operation_id="op", call_id="
 
 
 @pytest.fixture(params=BACKEND_NAMES)
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EnvelopeBackend]:
-    """Every backend, with a clock whose readings are distinct and increasing."""
+def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EnvelopeBackend]:
+    """Every envelope backend, with a clock whose readings are distinct and increasing."""
     with envelope_backend(request.param, tmp_path, clock=TickingClock()) as harness:
         yield harness
 
@@ -71,15 +71,19 @@ def _race(first: Callable[[], None], second: Callable[[], None], swap: bool) -> 
 
 
 def test_host_put_racing_a_notes_update_never_loses_either_write(
-    backend: EnvelopeBackend,
+    stores: EnvelopeBackend,
 ) -> None:
-    host_store, tool_store, reader = backend.store(), backend.store(), backend.store()
+    host_store, tool_store, reader = (
+        stores.store(),
+        stores.store(),
+        stores.store(),
+    )
     reader.create("s1", "alice", {"title": "t-start"})
     update = next(
         t for t in working_notes_tools(tool_store, "alice", "s1") if t.name == UPDATE_TOOL
     )
     both_applied = 0
-    for i in range(ITERATIONS[backend.name]):
+    for i in range(ITERATIONS[stores.name]):
         outcome: dict[str, ToolResult] = {}
         host_ok = threading.Event()
 
@@ -103,18 +107,22 @@ def test_host_put_racing_a_notes_update_never_loses_either_write(
             assert got.meta.get("workingNotes") != f"finding {i}"
         both_applied += host_ok.is_set() and notes_saved
     # With two writers and one bounded retry, every iteration must apply both writes.
-    assert both_applied == ITERATIONS[backend.name]
+    assert both_applied == ITERATIONS[stores.name]
 
 
 def test_harness_write_racing_a_notes_update_never_loses_either_write(
-    backend: EnvelopeBackend,
+    stores: EnvelopeBackend,
 ) -> None:
-    harness_store, tool_store, reader = backend.store(), backend.store(), backend.store()
+    harness_store, tool_store, reader = (
+        stores.store(),
+        stores.store(),
+        stores.store(),
+    )
     reader.create("s1", "alice")
     update = next(
         t for t in working_notes_tools(tool_store, "alice", "s1") if t.name == UPDATE_TOOL
     )
-    for i in range(ITERATIONS[backend.name] // 2):
+    for i in range(ITERATIONS[stores.name] // 2):
         outcome: dict[str, ToolResult] = {}
 
         def step(i: int = i) -> None:

@@ -18,9 +18,8 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
-from tests.support.aws_template import create_bucket, create_table, load_template
+from tests.support.aws_template import load_template
 from tests.support.iam_policy import (
     ACCOUNT,
     REGION,
@@ -30,6 +29,7 @@ from tests.support.iam_policy import (
     recording_aws_calls,
     required_permissions,
 )
+from tests.support.lambda_env import lambda_deployment
 from tests.support.lambda_host import (
     ROOT,
     FakeContext,
@@ -105,33 +105,24 @@ def _wiring(template: dict[str, Any]) -> dict[str, tuple[str, str]]:
 def deployed(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[Deployed]:
     workflow_type: str = request.param
     storage_url = f"aws://?table={TABLE}&bucket={BUCKET}&prefix=tk"
-    env = {
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "TURNKEEP_STORAGE_URL": storage_url,
-        "TURNKEEP_ENVELOPE_URL": f"aws://?table={TABLE}",
-        "TURNKEEP_MODEL": "scripted",
+    template = render(load_template(), {"WorkflowType": workflow_type})
+    machine = _machine(template)["Properties"]
+    assert machine["Type"] == workflow_type
+    with lambda_deployment(
+        monkeypatch,
+        TABLE,
+        BUCKET,
+        template=template,
+        moto_config={
+            "stepfunctions": {"execute_state_machine": True},
+            "lambda": {"use_docker": False},
+        },
         # Every stream event makes a frame: the scripted model answers within any interval,
         # and these executions must write (and retire) progress objects as a real stream does.
-        "TURNKEEP_FRAME_INTERVAL_MS": "0",
-        "POWERTOOLS_TRACE_DISABLED": "true",
-        "POWERTOOLS_METRICS_NAMESPACE": "turnkeep",
-        "TURNKEEP_WORKFLOW_TYPE": workflow_type,
-    }
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    config: Any = {
-        "stepfunctions": {"execute_state_machine": True},
-        "lambda": {"use_docker": False},
-    }
-    with mock_aws(config=config):
-        template = render(load_template(), {"WorkflowType": workflow_type})
-        machine = _machine(template)["Properties"]
-        assert machine["Type"] == workflow_type
-        create_table(boto3.client("dynamodb"), TABLE, template)
+        TURNKEEP_FRAME_INTERVAL_MS="0",
+        TURNKEEP_WORKFLOW_TYPE=workflow_type,
+    ):
         s3 = boto3.client("s3")
-        create_bucket(s3, BUCKET, template)
         role = boto3.client("iam").create_role(
             RoleName="turnkeep-test",
             AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []}),
@@ -162,7 +153,6 @@ def deployed(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) ->
         lambda_runtime.reset_runtime()
         with hosted_lambdas(host):
             yield Deployed(sfn, s3, machine_arn, host, storage_url, workflow_type, template)
-        lambda_runtime.reset_runtime()
 
 
 def _run(

@@ -11,9 +11,9 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
-from tests.support.aws_template import create_bucket, create_table, load_template
+from tests.support.aws_template import load_template
+from tests.support.lambda_env import lambda_deployment
 from tests.support.lambda_host import ROOT, FakeContext, load_function_module
 from turnkeep import lambda_runtime
 from turnkeep.harness import StartTurnInput, start_turn
@@ -37,25 +37,8 @@ def _event(name: str) -> dict[str, Any]:
 
 @pytest.fixture
 def app(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
-    env = {
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "TURNKEEP_STORAGE_URL": f"aws://?table={TABLE}&bucket={BUCKET}&prefix=tk",
-        "TURNKEEP_ENVELOPE_URL": f"aws://?table={TABLE}",
-        "TURNKEEP_MODEL": "scripted",
-        "POWERTOOLS_TRACE_DISABLED": "true",
-        "POWERTOOLS_METRICS_NAMESPACE": "turnkeep",
-    }
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
-        template = load_template()
-        create_table(boto3.client("dynamodb"), TABLE, template)
-        create_bucket(boto3.client("s3"), BUCKET, template)
-        lambda_runtime.reset_runtime()
+    with lambda_deployment(monkeypatch, TABLE, BUCKET):
         yield load_function_module("turn_steps")
-        lambda_runtime.reset_runtime()
 
 
 def _start(text: str) -> None:

@@ -12,7 +12,6 @@ import pytest
 
 from tests.integration.turns_support import Harness, RecordingProvider, make_harness
 from turnkeep.api.views import transcript_page, turn_events
-from turnkeep.compaction import is_compaction_request
 from turnkeep.harness import HarnessLimits, run_turn
 from turnkeep.harness.state import load_head
 from turnkeep.harness.transcript import branch_messages
@@ -22,6 +21,7 @@ from turnkeep.providers.base import (
     ModelRequest,
     StreamEvent,
 )
+from turnkeep.providers.compaction import is_compaction_request
 from turnkeep.providers.context import ContextWindow
 from turnkeep.providers.factory import provider_from_config
 from turnkeep.providers.scripted import ScriptedProvider, input_token_count

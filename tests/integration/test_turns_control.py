@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pytest
@@ -187,7 +187,7 @@ def test_turn_status_usage_and_stream_cursor_are_kept_in_the_envelope(
     assert json.loads(after_round["usage"])["output_tokens"] > 0
     assert final["turnStatus"] == "completed"
     assert final["turnStreamCursor"] > after_round["turnStreamCursor"]
-    assert json.loads(final["usage"]) == result.usage.model_dump()
+    assert json.loads(final["usage"]) == asdict(result.usage)
     assert "turnError" not in final
 
 

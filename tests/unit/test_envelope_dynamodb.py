@@ -20,21 +20,21 @@ from turnkeep.envelope.dynamodb import DynamoEnvelopeStore
 
 
 @pytest.fixture
-def backend(tmp_path: Path) -> Iterator[EnvelopeBackend]:
+def stores(tmp_path: Path) -> Iterator[EnvelopeBackend]:
     """DynamoDB on moto with a request log."""
     with envelope_backend("dynamodb", tmp_path) as harness:
         yield harness
 
 
-def _store(backend: EnvelopeBackend) -> DynamoEnvelopeStore:
-    store = backend.store()
+def _store(stores: EnvelopeBackend) -> DynamoEnvelopeStore:
+    store = stores.store()
     assert isinstance(store, DynamoEnvelopeStore)
     return store
 
 
-def _calls(backend: EnvelopeBackend) -> list[tuple[str, dict[str, Any]]]:
-    assert backend.client is not None
-    return backend.client.calls
+def _calls(stores: EnvelopeBackend) -> list[tuple[str, dict[str, Any]]]:
+    assert stores.client is not None
+    return stores.client.calls
 
 
 def _raw_item(store: DynamoEnvelopeStore, session_id: str) -> dict[str, Any]:
@@ -46,9 +46,9 @@ def _raw_item(store: DynamoEnvelopeStore, session_id: str) -> dict[str, Any]:
 
 
 def test_envelope_item_uses_the_session_partition_and_owner_index_keys(
-    backend: EnvelopeBackend,
+    stores: EnvelopeBackend,
 ) -> None:
-    store = _store(backend)
+    store = _store(stores)
     store.create("s1", "alice", {"title": "t", "archived": True})
     item = _raw_item(store, "s1")
     assert item["pk"] == {"S": "SESSION#s1"}
@@ -57,19 +57,19 @@ def test_envelope_item_uses_the_session_partition_and_owner_index_keys(
     assert item["gsi1sk"] == {"S": "SESSION#s1"}
     assert item["m_title"] == {"S": "t"}
     assert item["m_archived"] == {"BOOL": True}
-    assert item["createdAt"] == item["updatedAt"] == {"N": str(backend.clock.now)}
+    assert item["createdAt"] == item["updatedAt"] == {"N": str(stores.clock.now)}
 
 
 def test_worker_write_is_one_update_item_naming_only_its_attributes(
-    backend: EnvelopeBackend,
+    stores: EnvelopeBackend,
 ) -> None:
-    store = _store(backend)
+    store = _store(stores)
     store.create("s1", "alice", {"title": "t"})
-    backend.clock.now += 1
-    _calls(backend).clear()
+    stores.clock.now += 1
+    _calls(stores).clear()
     store.update_worker_meta("s1", {"workingNotes": "n", "turnError": None})
-    assert [name for name, _ in _calls(backend)] == ["update_item"]
-    request = _calls(backend)[0][1]
+    assert [name for name, _ in _calls(stores)] == ["update_item"]
+    request = _calls(stores)[0][1]
     touched = set(request["ExpressionAttributeNames"].values())
     assert touched == {"pk", "updatedAt", "m_workingNotes", "m_turnError"}
     assert "REMOVE" in request["UpdateExpression"]
@@ -78,38 +78,38 @@ def test_worker_write_is_one_update_item_naming_only_its_attributes(
 
 
 def test_host_put_is_one_update_item_touching_only_host_attributes(
-    backend: EnvelopeBackend,
+    stores: EnvelopeBackend,
 ) -> None:
-    store = _store(backend)
+    store = _store(stores)
     store.create("s1", "alice")
-    backend.clock.now += 1
-    _calls(backend).clear()
+    stores.clock.now += 1
+    _calls(stores).clear()
     store.put_host_meta("s1", "alice", {"title": "t"})
-    assert [name for name, _ in _calls(backend)] == ["update_item"]
-    names = set(_calls(backend)[0][1]["ExpressionAttributeNames"].values())
+    assert [name for name, _ in _calls(stores)] == ["update_item"]
+    names = set(_calls(stores)[0][1]["ExpressionAttributeNames"].values())
     meta_names = {n.removeprefix("m_") for n in names if n.startswith("m_")}
     assert meta_names == set(HOST_META_KEYS)
     assert names - {f"m_{k}" for k in HOST_META_KEYS} == {"pk", "updatedAt", "ownerId"}
 
 
 def test_same_millisecond_write_retries_once_with_stored_plus_one(
-    backend: EnvelopeBackend,
+    stores: EnvelopeBackend,
 ) -> None:
-    store = _store(backend)
+    store = _store(stores)
     created = store.create("s1", "alice")
-    _calls(backend).clear()
+    _calls(stores).clear()
     after = store.update_worker_meta("s1", {"turnStatus": "running"})  # clock did not move
-    assert [name for name, _ in _calls(backend)] == ["update_item", "update_item"]
+    assert [name for name, _ in _calls(stores)] == ["update_item", "update_item"]
     assert after.updated_at == created.updated_at + 1
 
 
 def test_losing_the_updated_at_race_twice_is_a_conflict_and_writes_nothing(
-    backend: EnvelopeBackend,
+    stores: EnvelopeBackend,
 ) -> None:
-    store = _store(backend)
-    rival = _store(backend)
+    store = _store(stores)
+    rival = _store(stores)
     store.create("s1", "alice")
-    assert backend.client is not None
+    assert stores.client is not None
     racing = {"on": True}
 
     def rival_writes_first(operation: str, params: dict[str, Any]) -> None:
@@ -119,17 +119,19 @@ def test_losing_the_updated_at_race_twice_is_a_conflict_and_writes_nothing(
             rival.update_worker_meta("s1", {"turnStepCount": 1})
             racing["on"] = True
 
-    backend.client.before = rival_writes_first
+    stores.client.before = rival_writes_first
     with pytest.raises(EnvelopeConflictError, match="won twice"):
         store.update_worker_meta("s1", {"workingNotes": "lost?"})
-    backend.client.before = None
+    stores.client.before = None
     got = store.get("s1")
     assert got is not None
     assert got.meta == {"turnStepCount": 1}
 
 
-def test_delete_and_list_leave_session_storage_items_alone(backend: EnvelopeBackend) -> None:
-    store = _store(backend)
+def test_delete_and_list_leave_session_storage_items_alone(
+    stores: EnvelopeBackend,
+) -> None:
+    store = _store(stores)
     store.create("s1", "alice")
     storage_item = {
         "pk": {"S": "SESSION#s1"},
@@ -148,13 +150,15 @@ def test_delete_and_list_leave_session_storage_items_alone(backend: EnvelopeBack
     assert [i["sk"]["S"] for i in left] == ["S#HEAD"]
 
 
-def test_list_for_owner_pages_through_more_than_one_batch_get(backend: EnvelopeBackend) -> None:
-    store = _store(backend)
+def test_list_for_owner_pages_through_more_than_one_batch_get(
+    stores: EnvelopeBackend,
+) -> None:
+    store = _store(stores)
     for i in range(130):
         store.create(f"s{i:03d}", "alice")
     listed = store.list_for_owner("alice")
     assert [e.session_id for e in listed] == [f"s{i:03d}" for i in range(130)]
-    assert sum(1 for name, _ in _calls(backend) if name == "batch_get_item") == 2
+    assert sum(1 for name, _ in _calls(stores) if name == "batch_get_item") == 2
 
 
 class _FailingClient:
@@ -188,30 +192,32 @@ def test_service_errors_become_unavailable_errors(error: Exception) -> None:
         store.create("s1", "alice")
 
 
-def test_missing_table_is_unavailable_not_a_crash(backend: EnvelopeBackend) -> None:
-    assert backend.client is not None
-    store = DynamoEnvelopeStore(backend.client, "no-such-table")  # type: ignore[arg-type]
+def test_missing_table_is_unavailable_not_a_crash(stores: EnvelopeBackend) -> None:
+    assert stores.client is not None
+    store = DynamoEnvelopeStore(stores.client, "no-such-table")  # type: ignore[arg-type]
     with pytest.raises(EnvelopeUnavailableError, match="ResourceNotFound"):
         store.get("s1")
 
 
-def test_aws_url_builds_a_client_for_the_named_table(backend: EnvelopeBackend) -> None:
-    table = _store(backend).table
+def test_aws_url_builds_a_client_for_the_named_table(stores: EnvelopeBackend) -> None:
+    table = _store(stores).table
     store = open_envelope_store(f"aws://?table={table}&region=us-east-1")
     try:
         assert isinstance(store, DynamoEnvelopeStore)
         store.create("s1", "alice", {"title": "via url"})
-        assert backend.store().get("s1") is not None
+        assert stores.store().get("s1") is not None
     finally:
         store.close()
 
 
-def test_poison_pin_on_the_retry_is_still_a_compare_and_set(backend: EnvelopeBackend) -> None:
-    store = _store(backend)
-    rival = _store(backend)
+def test_poison_pin_on_the_retry_is_still_a_compare_and_set(
+    stores: EnvelopeBackend,
+) -> None:
+    store = _store(stores)
+    rival = _store(stores)
     store.create("s1", "alice")
-    backend.poke_raw(store, "s1", "turnStatus", "sleeping")
-    assert backend.client is not None
+    stores.poke_raw(store, "s1", "turnStatus", "sleeping")
+    assert stores.client is not None
     updates: list[str] = []
 
     def rival_swaps_the_poison(operation: str, params: dict[str, Any]) -> None:
@@ -220,10 +226,10 @@ def test_poison_pin_on_the_retry_is_still_a_compare_and_set(backend: EnvelopeBac
         if operation == "update_item" and params.get("TableName") == store.table:
             updates.append(params["ConditionExpression"])
             if len(updates) == 2:
-                backend.client.before = None  # type: ignore[union-attr]
+                stores.client.before = None  # type: ignore[union-attr]
                 rival.update_worker_meta("s1", {"turnStatus": "running", "turnRunId": "op-r"})
 
-    backend.client.before = rival_swaps_the_poison
+    stores.client.before = rival_swaps_the_poison
     with pytest.raises(EnvelopeConflictError):
         store.update_worker_meta(
             "s1", {"turnStatus": "running", "turnRunId": "op-1"}, expect={"turnStatus": [None]}

@@ -20,6 +20,7 @@ from turnkeep.envelope import (
 from turnkeep.envelope.keys import meta_size_bytes, sanitize_meta
 from turnkeep.envelope.memory import MemoryEnvelopeStore
 from turnkeep.envelope.sqlite import SqliteEnvelopeStore
+from turnkeep.session_ids import SESSION_ID_MAX_LENGTH
 
 SEED_HOST_KEYS = {
     "title",
@@ -60,7 +61,7 @@ def test_per_key_caps_sum_within_the_whole_meta_cap() -> None:
 
 
 def test_whole_envelope_fits_one_dynamodb_item_with_margin() -> None:
-    id_bytes = caps.SESSION_ID_MAX_BYTES
+    id_bytes = SESSION_ID_MAX_LENGTH
     owner_bytes = caps.OWNER_ID_MAX_BYTES
     number = 21  # DynamoDB stores a number in at most 21 bytes
     overhead = (

@@ -19,7 +19,7 @@ from turnkeep.providers.base import (
     ToolCallStart,
     Usage,
 )
-from turnkeep.storage import Storage, open_storage, set_value, value
+from turnkeep.storage import Storage, append_list, open_storage, set_value, value
 
 
 class Clock:
@@ -168,3 +168,42 @@ def test_tool_checkpoints_and_memos_live_in_the_operation_scope() -> None:
     assert progress.memo() == "etag-1"
     assert storage.get_value(value("tool.checkpoint", "c1")) is None  # not session-scoped
     assert len(storage.scan_values("tool.checkpoint", "", op_scope("op"))) == 1
+
+
+def test_an_end_frame_whose_stop_reason_does_not_read_back_replays_as_a_partial_response() -> None:
+    storage = _running()
+    address = frames_address("op", "op:r0")
+    fenced_commit(storage, "op", [append_list(address, {"d": [{"k": "t", "x": "Hello "}]})])
+    fenced_commit(
+        storage,
+        "op",
+        [
+            append_list(
+                address,
+                {"d": [{"k": "t", "x": "world"}], "end": {"stop": "exploded", "usage": [1, 2]}},
+                END_TAG,
+            )
+        ],
+    )
+
+    replay = read_frames(storage, "op", "op:r0")
+
+    assert replay is not None
+    assert replay.response is None  # never a response with a stop reason no provider gives
+    assert replay.message.text == "Hello "
+
+
+def test_frames_written_by_the_frame_writer_read_back_as_the_whole_response() -> None:
+    storage = _running()
+    writer = FrameWriter(storage, "op", "op:r0", Clock(), interval_s=0, max_bytes=1)
+    writer.add(ToolCallStart(0, "c1", "echo"))
+    writer.add(ToolCallDelta(0, '{"text":'))
+    writer.add(ToolCallDelta(0, ' "x"}'))
+    message = Message("assistant", (ToolCallPart("c1", "echo", '{"text": "x"}'),))
+    writer.finish(ModelResponse(message, "tool_use", Usage(3, 4), "m1"), wrap_up=True)
+
+    replay = read_frames(storage, "op", "op:r0")
+
+    assert replay is not None
+    assert replay.response == ModelResponse(message, "tool_use", Usage(3, 4), "m1")
+    assert replay.wrap_up

@@ -212,7 +212,7 @@ def test_a_request_over_the_context_window_fails_with_context_length_like_a_real
 
 
 def test_a_compaction_request_gets_a_deterministic_summary_counting_earlier_messages() -> None:
-    from turnkeep.compaction import COMPACTION_SYSTEM_PROMPT, compaction_input
+    from turnkeep.providers.compaction import COMPACTION_SYSTEM_PROMPT, compaction_input
 
     older = [_user("first thing"), Message("assistant", (TextPart("ok"),)), _user("second")]
     first = ModelRequest(

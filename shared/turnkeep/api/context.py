@@ -12,12 +12,13 @@ from fastapi import Depends, Path, Request
 from turnkeep.api.auth import Authenticator
 from turnkeep.api.errors import not_found
 from turnkeep.api.launch import Launcher
-from turnkeep.api.models import SESSION_ID_PATTERN, TURN_ID_PATTERN
+from turnkeep.api.models import TURN_ID_PATTERN
 from turnkeep.api.settings import ApiSettings
 from turnkeep.envelope import Envelope
 from turnkeep.harness import reconcile_envelope
 from turnkeep.harness.envelope_io import read_ahead
 from turnkeep.runtime import Runtime
+from turnkeep.session_ids import SESSION_ID_PATTERN
 from turnkeep.storage import Storage, Value
 
 

@@ -26,6 +26,7 @@ from turnkeep.envelope import (
     EnvelopeUnavailableError,
     MetaValidationError,
 )
+from turnkeep.envelope.keys import brief_key
 from turnkeep.harness import (
     FencedWriteError,
     OperationNotFoundError,
@@ -122,19 +123,9 @@ def domain_status(exc: Exception) -> tuple[int, str] | None:
 _UNION_TAGS = frozenset({"str", "int", "float", "bool", "none", "list", "dict"})
 
 
-_NAME_MAX_CHARS = 64
-
-
-def brief_name(name: str) -> str:
-    """A client-supplied key or field name, shortened so an error never echoes a huge one."""
-    if len(name) <= _NAME_MAX_CHARS:
-        return name
-    return f"{name[: _NAME_MAX_CHARS - 16]}…({len(name)} chars)"
-
-
 def _field_of(loc: Sequence[Any]) -> str:
     # ("body", "text") -> "text"; ("query", "cursor") -> "cursor"; ("body",) -> "body"
-    parts = [brief_name(str(p)) for p in (loc[1:] if len(loc) > 1 else loc)]
+    parts = [brief_key(str(p)) for p in (loc[1:] if len(loc) > 1 else loc)]
     while len(parts) > 1 and parts[-1] in _UNION_TAGS:
         parts.pop()
     return ".".join(parts)

@@ -6,8 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
-SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
-"""Session ids: the storage rule (file- and key-safe), 1-128 characters."""
+from turnkeep.providers.base import Usage
+from turnkeep.session_ids import SESSION_ID_PATTERN
+
 TURN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$"
 """Turn (operation) ids: the harness rule, 1-100 characters."""
 
@@ -121,15 +122,6 @@ class TurnAccepted(BaseModel):
 
     turn_id: str
     status: TurnStatus
-
-
-class Usage(BaseModel):
-    """Token usage summed over the turn's model rounds."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
 
 
 class TurnView(BaseModel):

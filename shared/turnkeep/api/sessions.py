@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query, Response
 
 from turnkeep.api.context import Ctx, SessionId, User
-from turnkeep.api.errors import ApiError, brief_name
+from turnkeep.api.errors import ApiError
 from turnkeep.api.models import (
     CreateSessionRequest,
     MetaValue,
@@ -20,8 +20,6 @@ from turnkeep.api.models import (
 )
 from turnkeep.api.views import DELETE_MARKER, session_view, transcript_page
 from turnkeep.envelope import (
-    HOST_META_KEYS,
-    WORKER_META_KEYS,
     EnvelopeConflictError,
     EnvelopeExistsError,
     MetaValidationError,
@@ -134,36 +132,13 @@ def put_meta(
 ) -> SessionView:
     """Replace the host meta keys (never the working notes or any worker key)."""
     ctx.owned(user, session_id)
-    for key in meta:
-        if key == "workingNotes":
-            raise ApiError(
-                400,
-                "worker_key",
-                "meta key 'workingNotes' is written only by the working_notes_* tools; "
-                "a host PUT may not set it (omit it: the PUT never touches worker keys)",
-                field=key,
-            )
-        if key in WORKER_META_KEYS:
-            raise ApiError(
-                400,
-                "worker_key",
-                f"meta key {key!r} is owned by the turn worker; a host PUT may not set it",
-                field=key,
-            )
-        if key not in HOST_META_KEYS:
-            name = brief_name(key)
-            raise ApiError(
-                400,
-                "unknown_meta_key",
-                f"unknown meta key {name!r}; host keys are: {', '.join(sorted(HOST_META_KEYS))}",
-                field=name,
-            )
     try:
-        envelope = ctx.runtime.envelopes.put_host_meta(
-            session_id, user, {k: v for k, v in meta.items() if v is not None}
-        )
+        envelope = ctx.runtime.envelopes.put_host_meta(session_id, user, meta)
     except MetaValidationError as exc:
-        raise ApiError(422, "invalid_meta", str(exc)) from None
+        # The store's own check, mapped: a key the host may not write is the request's fault
+        # (400), a bad value of a host key is a validation error (422).
+        status = 422 if exc.code == "invalid_meta" else 400
+        raise ApiError(status, exc.code, str(exc), field=exc.field) from None
     return session_view(envelope)
 
 

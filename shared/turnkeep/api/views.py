@@ -31,7 +31,6 @@ from turnkeep.api.models import (
     TurnStatus,
     TurnSummary,
     TurnView,
-    Usage,
 )
 from turnkeep.envelope import Envelope
 from turnkeep.harness.state import (
@@ -152,7 +151,7 @@ def turn_view(storage: Storage, envelope: Envelope | None, op_id: str) -> TurnVi
             finished=True,
             error=record.error,
             rounds=record.rounds,
-            usage=Usage(**record.usage.model_dump()),
+            usage=record.usage,
         )
     if state is None:  # pragma: no cover - _record_or_state returns one of the two
         raise TurnNotFound(op_id)
@@ -162,7 +161,7 @@ def turn_view(storage: Storage, envelope: Envelope | None, op_id: str) -> TurnVi
         status=_live_status(envelope, op_id),
         finished=False,
         rounds=state.round,
-        usage=Usage(**state.usage.model_dump()),
+        usage=state.usage,
     )
 
 

@@ -123,9 +123,9 @@ class EnvelopeStore(ABC):
         return None
 
     def put_host_meta(
-        self, session_id: str, owner_id: str, meta: Mapping[str, MetaScalar]
+        self, session_id: str, owner_id: str, meta: Mapping[str, MetaScalar | None]
     ) -> Envelope:
-        """Replace the full host key set (absent = clear); worker keys are never touched.
+        """Replace the full host key set (absent or None = clear); worker keys are never touched.
 
         `EnvelopeNotFoundError` when the session is absent or owned by someone else.
         """

@@ -38,8 +38,8 @@ IDENT_MAX_BYTES: Final = 256
 USAGE_MAX_BYTES: Final = 4 * KIB
 #: `turnError`: a short human-readable failure reason.
 TURN_ERROR_MAX_BYTES: Final = 4 * KIB
-#: Session and owner ids (they appear in four key attributes of the item).
-SESSION_ID_MAX_BYTES: Final = 256
+#: Owner ids (they appear in three attributes of the item); session ids follow the one
+#: session-id rule, `turnkeep.session_ids` (at most 128 ASCII characters).
 OWNER_ID_MAX_BYTES: Final = 256
 
 #: Largest decimal text of an integer meta value (a signed 64-bit integer).

@@ -8,7 +8,17 @@ class EnvelopeError(Exception):
 
 
 class MetaValidationError(EnvelopeError, ValueError):
-    """A write names an unknown, foreign or malformed meta key or id; nothing was written."""
+    """A write names an unknown, foreign or malformed meta key or id; nothing was written.
+
+    `code` says which (`unknown_meta_key`, `worker_key` / `host_key`: a key the other side
+    owns, `invalid_meta`: a bad value, id or size) and `field` names the key, so callers such
+    as the API map the error instead of checking again.
+    """
+
+    def __init__(self, message: str, *, code: str = "invalid_meta", field: str | None = None):
+        super().__init__(message)
+        self.code = code
+        self.field = field
 
 
 class EnvelopeNotFoundError(EnvelopeError):

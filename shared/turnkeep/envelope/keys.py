@@ -14,11 +14,12 @@ import math
 import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 from turnkeep.envelope import caps
 from turnkeep.envelope.errors import MetaValidationError
 from turnkeep.envelope.model import MetaScalar
+from turnkeep.session_ids import session_id_problem
 
 logger = logging.getLogger(__name__)
 
@@ -60,12 +61,16 @@ def _check_int(value: object, minimum: int = 0) -> int:
     return value
 
 
+KeyOwner = Literal["host", "worker"]
+"""Who writes a reserved key: the host (the app's PUT) or the turn worker."""
+
+
 @dataclass(frozen=True, slots=True)
 class KeySpec:
     """One reserved key: its owner, its largest stored size, and its validator."""
 
     name: str
-    owner: str  # "host" | "worker"
+    owner: KeyOwner
     max_bytes: int
     check: Callable[[object], MetaScalar | None]
     doc: str
@@ -291,8 +296,12 @@ def validate_id(value: object, what: str, max_bytes: int) -> str:
 
 
 def validate_session_id(value: object) -> str:
-    """A valid session id, or `MetaValidationError`."""
-    return validate_id(value, "session id", caps.SESSION_ID_MAX_BYTES)
+    """A session id by the one rule storage and the API use too (`turnkeep.session_ids`),
+    or `MetaValidationError`."""
+    problem = session_id_problem(value)
+    if problem is not None:
+        raise MetaValidationError(problem)
+    return value  # type: ignore[return-value]  # the rule admits only str
 
 
 def validate_owner_id(value: object) -> str:
@@ -307,21 +316,41 @@ def _check_value(key: str, value: object) -> MetaScalar | None:
         raise _fail(f"meta key {key!r}:", f"value {exc}") from None
 
 
-def _reject_key(key: object, allowed_owner: str) -> MetaValidationError:
+_NAME_MAX_CHARS: Final = 64
+
+
+def brief_key(name: str) -> str:
+    """A caller-supplied key, shortened so an error never echoes a huge one."""
+    if len(name) <= _NAME_MAX_CHARS:
+        return name
+    return f"{name[: _NAME_MAX_CHARS - 16]}…({len(name)} chars)"
+
+
+def _reject_key(key: object, allowed_owner: KeyOwner) -> MetaValidationError:
     if not isinstance(key, str):
         return MetaValidationError(f"meta keys must be strings, got {type(key).__name__}")
+    name = brief_key(key)
     if key == "workingNotes" and allowed_owner == "host":
         return MetaValidationError(
             "meta key 'workingNotes' is written only by the working_notes_* tools; "
-            "a host PUT may not set it (omit it: the PUT never touches worker keys)"
+            "a host PUT may not set it (omit it: the PUT never touches worker keys)",
+            code="worker_key",
+            field=key,
         )
     spec = KEY_SPECS.get(key)
     if spec is None:
+        allowed = HOST_META_KEYS if allowed_owner == "host" else WORKER_META_KEYS
         return MetaValidationError(
-            f"unknown meta key {key!r}; reserved keys are: {', '.join(sorted(RESERVED_META_KEYS))}"
+            f"unknown meta key {name!r}; {allowed_owner} keys are: {', '.join(sorted(allowed))}",
+            code="unknown_meta_key",
+            field=name,
         )
+    owner = "the turn worker" if spec.owner == "worker" else "the host"
     return MetaValidationError(
-        f"meta key {key!r} is a {spec.owner} key; a {allowed_owner} write may not set it"
+        f"meta key {key!r} is owned by {owner}; a {allowed_owner} "
+        f"{'PUT' if allowed_owner == 'host' else 'write'} may not set it",
+        code=f"{spec.owner}_key",
+        field=key,
     )
 
 

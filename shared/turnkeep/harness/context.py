@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from turnkeep.compaction import COMPACTION_SYSTEM_PROMPT, compaction_input, summary_message
 from turnkeep.harness.deps import HarnessLimits
 from turnkeep.harness.transcript import (
     COMPACTION_ENTRY_TYPE,
@@ -37,6 +36,11 @@ from turnkeep.providers.base import (
     ToolResultPart,
     ToolSpec,
     Usage,
+)
+from turnkeep.providers.compaction import (
+    COMPACTION_SYSTEM_PROMPT,
+    compaction_input,
+    summary_message,
 )
 from turnkeep.providers.context import ContextWindow
 from turnkeep.storage import JsonValue, UsageRow, Write, insert_entry, insert_usage, set_value

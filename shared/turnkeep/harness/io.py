@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from turnkeep.harness.state import UsageTotals
+from turnkeep.providers.base import Usage
 
 
 class StepIO(BaseModel):
@@ -99,7 +99,7 @@ class TurnResult(StepIO):
     error: str | None = None
     final_entry_id: str | None = None
     rounds: int = 0
-    usage: UsageTotals = Field(default_factory=UsageTotals)
+    usage: Usage = Field(default_factory=Usage)
     awaiting_call_ids: list[str] = Field(default_factory=list)
     """status `awaiting_approval` (a paused turn, not an end): the calls waiting for a person."""
     approval_wait_seconds: int | None = None

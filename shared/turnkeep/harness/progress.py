@@ -8,8 +8,12 @@ late write is refused (FencedWriteError) and never recreates the retired scope.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from turnkeep.harness.errors import FencedWriteError
 from turnkeep.harness.state import (
@@ -59,6 +63,9 @@ def fenced_commit(storage: Storage, op_id: str, writes: list[Write]) -> CommitRe
             f"operation {op_id!r} of session {storage.session_id!r} has ended; "
             "its progress write was rejected"
         ) from exc
+
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -203,58 +210,90 @@ class ReplayedFrames:
     wrap_up: bool = False
 
 
+class _Delta(BaseModel):
+    """One coalesced stream piece as `_append_delta` stores it: text (`t`), a tool call's
+    start (`c`: index, id, name) or a piece of its arguments (`a`)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    k: Literal["t", "c", "a"]
+    x: str = ""
+    i: int = 0
+    id: str = ""
+    n: str = ""
+
+
+class _End(BaseModel):
+    """What `FrameWriter.finish` stores on the `end` element."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    wrap_up: bool = False
+    stop: StopReason = "end_turn"
+    model: str | None = ""
+    usage: list[int] = Field(default_factory=list)
+
+
+class _Element(BaseModel):
+    """One stored frame: its deltas and, on the last one, the end of the response."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    d: list[_Delta] = Field(default_factory=list)
+    end: _End | None = None
+
+
 def read_frames(storage: Storage, op_id: str, response_id: str) -> ReplayedFrames | None:
-    """Rebuild the (possibly partial) response of a round from its frames; None if no frames."""
+    """Rebuild the (possibly partial) response of a round from its frames; None if no frames.
+
+    An element that does not read back as a frame (an unknown stop reason, a malformed delta)
+    ends the replay there: what came before is kept as a partial, interrupted response.
+    """
     address = frames_address(op_id, response_id)
-    elements = []
+    stored = []
     cursor: int | None = None
     while True:
         page = storage.read_list(address, cursor=cursor, stop_at_tag=END_TAG)
-        elements.extend(page)
+        stored.extend(page)
         if not page or page[-1].tag == END_TAG:
             break
         cursor = page[-1].seq
-    if not elements:
+    if not stored:
         return None
     text: list[str] = []
     calls: dict[int, tuple[str, str, list[str]]] = {}
     order: list[int] = []
-    end: JsonValue = None
-    for element in elements:
-        value = element.value if isinstance(element.value, dict) else {}
-        for delta in value.get("d") or []:  # type: ignore[union-attr]
-            if not isinstance(delta, dict):
-                continue
-            kind = delta.get("k")
-            if kind == "t":
-                text.append(str(delta.get("x", "")))
-            elif kind == "c":
-                index = int(delta.get("i", 0))  # type: ignore[arg-type]
-                calls[index] = (str(delta.get("id")), str(delta.get("n")), [])
-                order.append(index)
-            elif kind == "a":
-                index = int(delta.get("i", 0))  # type: ignore[arg-type]
-                if index in calls:
-                    calls[index][2].append(str(delta.get("x", "")))
-        if element.tag == END_TAG:
-            end = value.get("end")
+    end: _End | None = None
+    for item in stored:
+        try:
+            element = _Element.model_validate(item.value)
+        except ValidationError:
+            logger.warning(
+                "frame %s of %s does not read back; replay stops there", item.seq, response_id
+            )
+            break
+        for delta in element.d:
+            if delta.k == "t":
+                text.append(delta.x)
+            elif delta.k == "c":
+                calls[delta.i] = (delta.id, delta.n, [])
+                order.append(delta.i)
+            elif delta.i in calls:
+                calls[delta.i][2].append(delta.x)
+        if item.tag == END_TAG:
+            end = element.end
     parts: list[Part] = []
     if text and "".join(text):
         parts.append(TextPart("".join(text)))
-    complete = isinstance(end, dict)
-    if complete:
+    if end is not None:
         # Tool calls are kept only from a complete stream: a partial call's arguments are cut.
         parts.extend(ToolCallPart(calls[i][0], calls[i][1], "".join(calls[i][2])) for i in order)
     message = Message("assistant", tuple(parts))
-    response = None
-    if isinstance(end, dict):
-        raw_usage = end.get("usage")
-        numbers = [int(n) for n in raw_usage] if isinstance(raw_usage, list) else []  # type: ignore[arg-type]
-        numbers = [*numbers, 0, 0, 0, 0][:4]
-        stop: StopReason = end.get("stop", "end_turn")  # type: ignore[assignment]
-        response = ModelResponse(message, stop, Usage(*numbers), str(end.get("model") or ""))
-    wrap_up = isinstance(end, dict) and end.get("wrap_up") is True
-    return ReplayedFrames(message, response, len(elements), wrap_up)
+    if end is None:
+        return ReplayedFrames(message, None, len(stored))
+    numbers = [*end.usage, 0, 0, 0, 0][:4]
+    response = ModelResponse(message, end.stop, Usage(*numbers), end.model or "")
+    return ReplayedFrames(message, response, len(stored), end.wrap_up)
 
 
 @dataclass

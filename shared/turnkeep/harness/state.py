@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from turnkeep.harness.errors import StepInputError
+from turnkeep.providers.base import Usage
 from turnkeep.storage import (
     EphemeralScope,
     Storage,
@@ -64,15 +65,6 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class UsageTotals(_Model):
-    """Token usage summed over the model rounds of one turn."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-
-
 class OperationState(_Model):
     """Everything a step needs to resume the turn; session-scoped, small."""
 
@@ -91,7 +83,7 @@ class OperationState(_Model):
     wrap_up_done: bool = False
     interrupted_rounds: int = 0
     """Consecutive model rounds recorded as interrupted (reset by a complete response)."""
-    usage: UsageTotals = Field(default_factory=UsageTotals)
+    usage: Usage = Field(default_factory=Usage)
     last_entry_id: str | None = None
 
 
@@ -146,7 +138,7 @@ class TurnRecord(_Model):
     error: str | None = None
     final_entry_id: str | None = None
     rounds: int = 0
-    usage: UsageTotals = Field(default_factory=UsageTotals)
+    usage: Usage = Field(default_factory=Usage)
     finished_at: float
 
 

@@ -23,12 +23,12 @@ from turnkeep.envelope.errors import (
 )
 from turnkeep.envelope.keys import sanitize_working_notes
 from turnkeep.notes.secrets import find_secret
+from turnkeep.system_prompt import WORKING_NOTES_EMPTY_TEXT
 from turnkeep.tools.base import Tool, ToolContext, ToolResult
 
 logger = logging.getLogger(__name__)
 
 WORKING_NOTES_KEY: Final = "workingNotes"
-WORKING_NOTES_EMPTY_TEXT: Final = "(empty — no working notes for this session)"
 WORKING_NOTES_CLEARED_TEXT: Final = "working notes cleared — this is a new mind for this session."
 GET_TOOL: Final = "working_notes_get"
 UPDATE_TOOL: Final = "working_notes_update"

@@ -94,12 +94,21 @@ class ModelRequest:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token usage of one model round."""
+    """Token usage of one model round, or summed over rounds (`+`): the one usage record of
+    providers, turn state and the API."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
 
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "content_filtered"]

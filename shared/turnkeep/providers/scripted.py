@@ -22,7 +22,7 @@ pieces; the final response carries usage (characters / 4) and the stop reason.
 Context: a request whose input tokens (characters / 4 of the system prompt and messages) plus
 the output reserve exceed the context window (`scripted?context=N&reserve=N`) fails with
 ``FatalModelError(code="context_length")``, as a real provider's does. A compaction request
-(system prompt = `turnkeep.compaction.COMPACTION_SYSTEM_PROMPT`) is answered with a
+(system prompt = `turnkeep.providers.compaction.COMPACTION_SYSTEM_PROMPT`) is answered with a
 deterministic summary: ``Earlier conversation: N user messages. First: '…'. Latest: '…'.``
 (N and the first message carry over from the previous summary; quotes are cut at 80
 characters).
@@ -40,12 +40,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from turnkeep.compaction import (
-    CONVERSATION_LABEL,
-    PREVIOUS_SUMMARY_LABEL,
-    is_compaction_request,
-)
-from turnkeep.notes.tools import WORKING_NOTES_EMPTY_TEXT
 from turnkeep.providers.base import (
     FatalModelError,
     Message,
@@ -63,8 +57,18 @@ from turnkeep.providers.base import (
     ToolResultPart,
     Usage,
 )
+from turnkeep.providers.compaction import (
+    CONVERSATION_LABEL,
+    PREVIOUS_SUMMARY_LABEL,
+    is_compaction_request,
+)
 from turnkeep.providers.context import SCRIPTED_CONTEXT, ContextWindow
-from turnkeep.system_prompt import WORKING_NOTES_CLOSE, WORKING_NOTES_HEADING, WORKING_NOTES_OPEN
+from turnkeep.system_prompt import (
+    WORKING_NOTES_CLOSE,
+    WORKING_NOTES_EMPTY_TEXT,
+    WORKING_NOTES_HEADING,
+    WORKING_NOTES_OPEN,
+)
 
 
 @dataclass(frozen=True, slots=True)

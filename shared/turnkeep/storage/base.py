@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
+from turnkeep.session_ids import session_id_problem
 from turnkeep.storage.addresses import Value, ValueList
 from turnkeep.storage.attached import AttachedKey, AttachedUpdate
 from turnkeep.storage.errors import (
-    EntryConflictError,
-    GuardFailedError,
     StorageClosedError,
     StorageValidationError,
 )
@@ -32,17 +30,14 @@ DEFAULT_LIST_LIMIT: Final = 1000
 MAX_LIST_LIMIT: Final = 10000
 ListOrder = Literal["asc", "desc"]
 
-_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-
 
 def validate_session_id(session_id: object) -> str:
-    """Session ids are 1-128 chars of [A-Za-z0-9._:-], starting alphanumeric (file and key safe)."""
-    if not isinstance(session_id, str) or not _SESSION_ID.match(session_id):
-        raise StorageValidationError(
-            f"session id {session_id!r} is invalid: use 1-128 characters of A-Z a-z 0-9 . _ : -,"
-            " starting with a letter or digit"
-        )
-    return session_id
+    """`session_id` if it follows the session-id rule (`turnkeep.session_ids`), else
+    StorageValidationError."""
+    problem = session_id_problem(session_id)
+    if problem is not None:
+        raise StorageValidationError(problem)
+    return session_id  # type: ignore[return-value]  # the rule admits only str
 
 
 def normalize_limit(limit: object) -> int:
@@ -264,26 +259,6 @@ class Storage(ABC):
     def _ensure_open(self) -> None:
         if self._closed:
             raise StorageClosedError(f"storage of session {self.session_id!r} is closed")
-
-    @staticmethod
-    def _raise_guard_failed(guard: Value | None, session_id: str) -> None:
-        if guard is not None:
-            raise GuardFailedError(
-                f"commit to session {session_id!r} refused: guard {guard} does not exist"
-            )
-
-    @staticmethod
-    def _raise_missing_parents(missing: list[tuple[str, str]]) -> None:
-        if missing:
-            entry_id, parent = missing[0]
-            raise EntryConflictError(
-                f"entry {entry_id!r} names parent {parent!r}, which does not exist"
-            )
-
-    @staticmethod
-    def _raise_duplicate_entries(duplicates: Sequence[str]) -> None:
-        if duplicates:
-            raise EntryConflictError(f"entry id {duplicates[0]!r} already exists")
 
     def _scan_branch(self, leaf_id: str) -> list[Entry]:
         path: list[Entry] = []

@@ -7,7 +7,6 @@ import threading
 from dataclasses import dataclass, field, replace
 
 from turnkeep.storage.addresses import Value, ValueList
-from turnkeep.storage.errors import EntryConflictError, GuardFailedError
 from turnkeep.storage.jsonvalue import load_json, load_json_many
 from turnkeep.storage.records import (
     MESSAGE_ENTRY_TYPE,
@@ -17,6 +16,7 @@ from turnkeep.storage.records import (
     StorageStats,
     StoredValue,
 )
+from turnkeep.storage.refusals import duplicate_entry, guard_failed, missing_parent
 from turnkeep.storage.scopes import Scope, scope_from_key, scope_key
 from turnkeep.storage.writes import (
     AppendList,
@@ -148,22 +148,15 @@ class MemoryState:
         """Raise GuardFailedError or EntryConflictError if `txn` cannot apply; changes nothing."""
         if txn.guard is not None:
             stored = self.values.get(_phys(txn.guard))
-            if stored is None:
-                raise GuardFailedError(f"commit refused: guard {txn.guard} does not exist")
-            if txn.guard_seq is not None and stored[1] != txn.guard_seq:
-                raise GuardFailedError(
-                    f"commit refused: guard {txn.guard} changed since sequence {txn.guard_seq}"
-                )
+            if stored is None or (txn.guard_seq is not None and stored[1] != txn.guard_seq):
+                raise guard_failed(txn.guard, txn.guard_seq)
         index = self.entries.index
         duplicates = [i for i in txn.entry_ids if i in index]
         if duplicates:
-            raise EntryConflictError(f"entry id {duplicates[0]!r} already exists")
+            raise duplicate_entry(duplicates[0])
         missing = missing_parents(txn, index)
         if missing:
-            entry_id, parent = missing[0]
-            raise EntryConflictError(
-                f"entry {entry_id!r} names parent {parent!r}, which does not exist"
-            )
+            raise missing_parent(*missing[0])
 
     def apply(self, txn: Transaction, first_seq: int) -> tuple[int, ...]:
         """Apply a checked transaction with sequences from `first_seq`; returns them."""

@@ -48,6 +48,7 @@ from turnkeep.storage.records import (
     StorageStats,
     StoredValue,
 )
+from turnkeep.storage.refusals import duplicate_entry, guard_failed, missing_parent
 from turnkeep.storage.scopes import SESSION_SCOPE, Scope, scope_key
 from turnkeep.storage.writes import (
     AppendList,
@@ -367,7 +368,7 @@ class SqliteStorage(Storage):
                 conn.execute(_SQL_NEW_SESSION, (sid, 1 + count, now_ms()))
                 first, stats = 1, StorageStats()
             if txn.guard is not None and not self._guard_holds(conn, txn.guard, txn.guard_seq):
-                self._raise_guard_failed(txn.guard, sid)
+                raise guard_failed(txn.guard, txn.guard_seq)
             if txn.entry_ids:
                 self._check_entries(conn, txn)
             seqs = tuple(range(first, first + count))
@@ -386,12 +387,16 @@ class SqliteStorage(Storage):
 
     def _check_entries(self, conn: sqlite3.Connection, txn: Transaction) -> None:
         duplicates = self._existing_entry_ids(conn, txn.entry_ids)
-        self._raise_duplicate_entries([i for i in txn.entry_ids if i in duplicates])
+        for entry_id in txn.entry_ids:
+            if entry_id in duplicates:
+                raise duplicate_entry(entry_id)
         wanted = sorted(
             {w.parent_id for w in txn.writes if isinstance(w, InsertEntry) and w.parent_id}
             - set(txn.entry_ids)
         )
-        self._raise_missing_parents(missing_parents(txn, self._existing_entry_ids(conn, wanted)))
+        missing = missing_parents(txn, self._existing_entry_ids(conn, wanted))
+        if missing:
+            raise missing_parent(*missing[0])
 
     def _existing_entry_ids(self, conn: sqlite3.Connection, ids: Sequence[str]) -> set[str]:
         found: set[str] = set()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import asdict
 
 from turnkeep.envelope import Envelope, EnvelopeConflictError, MetaScalar
 from turnkeep.harness.deps import HarnessDeps
@@ -14,9 +15,9 @@ from turnkeep.harness.io import ModelStepOutput, TurnResult
 from turnkeep.harness.state import (
     OperationState,
     TurnRecord,
-    UsageTotals,
     result_address,
 )
+from turnkeep.providers.base import Usage
 from turnkeep.storage import Storage
 
 TURN_ERROR_MAX_CHARS = 1000
@@ -50,8 +51,8 @@ def epoch_ms(seconds: float) -> int:
     return int(seconds * 1000)
 
 
-def _usage_json(usage: UsageTotals) -> str:
-    return json.dumps(usage.model_dump(), separators=(",", ":"))
+def _usage_json(usage: Usage) -> str:
+    return json.dumps(asdict(usage), separators=(",", ":"))
 
 
 def cancelling(envelope: Envelope | None, op_id: str) -> bool:

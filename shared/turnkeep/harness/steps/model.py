@@ -23,7 +23,6 @@ from turnkeep.harness.progress import FrameWriter, read_frames
 from turnkeep.harness.recovery import settle_pending
 from turnkeep.harness.state import (
     OperationState,
-    UsageTotals,
     call_address,
     head_address,
     load_state,
@@ -57,7 +56,6 @@ from turnkeep.providers.base import (
     StreamEvent,
     ToolResultPart,
     ToolSpec,
-    Usage,
 )
 from turnkeep.storage import JsonValue, Storage, Write, set_value
 from turnkeep.system_prompt import resolve_system_for_meta
@@ -220,7 +218,7 @@ def model_step(
         usage = prepared.usage
         settled_state = state
         if usage.input_tokens or usage.output_tokens:
-            settled_state = state.model_copy(update={"usage": _add_usage(state.usage, usage)})
+            settled_state = state.model_copy(update={"usage": state.usage + usage})
         return settle_response(
             deps,
             storage,
@@ -277,15 +275,6 @@ def _context_failure(exc: Exception) -> str:
         return str(exc)
     code = getattr(exc, "code", "model_error")
     return f"model error ({code}) while compacting the context: {exc}"
-
-
-def _add_usage(totals: UsageTotals, usage: Usage) -> UsageTotals:
-    return UsageTotals(
-        input_tokens=totals.input_tokens + usage.input_tokens,
-        output_tokens=totals.output_tokens + usage.output_tokens,
-        cache_read_tokens=totals.cache_read_tokens + usage.cache_read_tokens,
-        cache_write_tokens=totals.cache_write_tokens + usage.cache_write_tokens,
-    )
 
 
 def _context_meta(prepared: PreparedRound, response: ModelResponse) -> dict[str, JsonValue]:

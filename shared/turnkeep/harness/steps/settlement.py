@@ -13,7 +13,6 @@ from turnkeep.harness.recovery import Settlement, interrupted_response_writes
 from turnkeep.harness.state import (
     CallState,
     OperationState,
-    UsageTotals,
     call_address,
     head_address,
     op_address,
@@ -60,12 +59,7 @@ def settle_response(
             state.session_id, op, state.round, f"model error: duplicate tool call ids {repeated}"
         )
     usage = response.usage
-    totals = UsageTotals(
-        input_tokens=state.usage.input_tokens + usage.input_tokens,
-        output_tokens=state.usage.output_tokens + usage.output_tokens,
-        cache_read_tokens=state.usage.cache_read_tokens + usage.cache_read_tokens,
-        cache_write_tokens=state.usage.cache_write_tokens + usage.cache_write_tokens,
-    )
+    totals = state.usage + usage
     writes = list(pending_writes)
     writes.append(
         insert_entry(

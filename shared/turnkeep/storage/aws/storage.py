@@ -41,8 +41,6 @@ from turnkeep.storage.aws.session_txn import ActionMeta, plan_allocation, plan_s
 from turnkeep.storage.base import ListOrder, Storage, now_ms
 from turnkeep.storage.errors import (
     AttachedConditionError,
-    EntryConflictError,
-    GuardFailedError,
     StorageConflictError,
     StorageUnavailableError,
     StorageValidationError,
@@ -56,6 +54,7 @@ from turnkeep.storage.records import (
     StorageStats,
     StoredValue,
 )
+from turnkeep.storage.refusals import duplicate_entry, guard_failed, missing_parent
 from turnkeep.storage.scopes import EphemeralScope, Scope, SessionScope
 from turnkeep.storage.writes import InsertEntry, Transaction, UsageRow
 
@@ -354,7 +353,7 @@ class AwsStorage(Storage):
                 guard=guard,
                 guard_seq=guard_seq,
             )
-            if self._transact(plan.actions, plan.metas, attempt, guard):
+            if self._transact(plan.actions, plan.metas, attempt, guard, guard_seq):
                 state.head = plan.new_head
                 state.done -= done
                 return plan.new_head
@@ -369,6 +368,7 @@ class AwsStorage(Storage):
         metas: list[ActionMeta | None],
         attempt: int,
         guard: Value | None,
+        guard_seq: int | None = None,
     ) -> bool:
         """Run one TransactWriteItems: True when applied, False when the head moved (retry)."""
         state = self._state
@@ -384,7 +384,7 @@ class AwsStorage(Storage):
             reasons = _cancel_reasons(exc)
             if reasons[:1] != [{"Code": "None"}]:
                 state.head = None  # the head condition failed (or we cannot tell)
-            _raise_cancel_cause(exc, metas, self.session_id, guard)
+            _raise_cancel_cause(exc, metas, guard, guard_seq)
             current = reasons[0].get("Item") if reasons else None
             if (
                 attempt == 0
@@ -428,7 +428,7 @@ class AwsStorage(Storage):
             if attach is not None:
                 plan.actions.append(attach.action(plan.seqs))
                 plan.metas.append(ActionMeta("attached"))
-            if not self._transact(plan.actions, plan.metas, attempt, txn.guard):
+            if not self._transact(plan.actions, plan.metas, attempt, txn.guard, txn.guard_seq):
                 self._forget_ahead()
                 continue
             for write in txn.writes:  # what was read ahead of these items is stale now
@@ -673,7 +673,7 @@ class AwsStorage(Storage):
     def _batch_get_keys(self, wanted: list[tuple[str, str]]) -> dict[tuple[str, str], Item]:
         """Items of this table by (pk, sk), strongly consistent; absent ones are left out."""
         found: dict[tuple[str, str], Item] = {}
-        with aws_call(f"reading ahead for session {self.session_id!r}"):
+        with aws_call(f"reading items of session {self.session_id!r}"):
             for start in range(0, len(wanted), 100):
                 pending: dict[str, Any] = {
                     self._table: {
@@ -695,26 +695,9 @@ class AwsStorage(Storage):
         return found
 
     def _batch_get(self, sort_keys: list[str]) -> dict[str, Item]:
-        """Items by sort key (strongly consistent; unknown keys are absent)."""
-        found: dict[str, Item] = {}
-        with aws_call(f"reading entries of session {self.session_id!r}"):
-            for start in range(0, len(sort_keys), 100):
-                pending: dict[str, Any] = {
-                    self._table: {
-                        "Keys": [self._key(sk) for sk in sort_keys[start : start + 100]],
-                        "ConsistentRead": True,
-                    }
-                }
-                attempt = 0
-                while pending:
-                    page = self._ddb.batch_get_item(RequestItems=pending)
-                    for item in page.get("Responses", {}).get(self._table, []):
-                        found[get_s(item, "sk")] = item
-                    pending = dict(page.get("UnprocessedKeys") or {})
-                    if pending:
-                        attempt += 1
-                        time.sleep(min(0.5, 0.01 * 2**attempt))
-        return found
+        """Items of this session by sort key (strongly consistent; unknown keys are absent)."""
+        found = self._batch_get_keys([(self._pk, sk) for sk in sort_keys])
+        return {sk: item for (_pk, sk), item in found.items()}
 
 
 def _element(item: Item) -> ListElement:
@@ -738,7 +721,10 @@ def _cancel_reasons(exc: ClientError) -> list[dict[str, Any]]:
 
 
 def _raise_cancel_cause(
-    exc: ClientError, metas: list[ActionMeta | None], session_id: str, guard: Value | None
+    exc: ClientError,
+    metas: list[ActionMeta | None],
+    guard: Value | None,
+    guard_seq: int | None,
 ) -> None:
     """Raise the caller's error behind a cancelled transaction; return when it was a race.
 
@@ -763,19 +749,15 @@ def _raise_cancel_cause(
             raise StorageUnavailableError(
                 f"DynamoDB cancelled the session transaction: {code} {reason.get('Message')}"
             )
-    if "guard" in failed:
-        raise GuardFailedError(
-            f"commit to session {session_id!r} refused: guard {guard} does not exist"
-        )
+    if "guard" in failed and guard is not None:
+        raise guard_failed(guard, guard_seq)
     if "attached" in failed:
         raise AttachedConditionError(
-            f"commit to session {session_id!r} refused: the attached update's condition failed",
+            "commit refused: the attached update's condition failed",
             attached_item,
         )
     if "duplicate" in failed:
-        raise EntryConflictError(f"entry id {failed['duplicate'][0].entry_id!r} already exists")
+        raise duplicate_entry(failed["duplicate"][0].entry_id)
     if "parent" in failed:
         meta = failed["parent"][0]
-        raise EntryConflictError(
-            f"entry {meta.entry_id!r} names parent {meta.parent_id!r}, which does not exist"
-        )
+        raise missing_parent(meta.entry_id, meta.parent_id)

@@ -1,8 +1,8 @@
 """The compaction prompt: how the harness asks a model to summarize the older part of a session,
 and how that summary is shown to the model in later rounds (docs/harness.md, "Context budget").
 
-Kept apart from the harness so the scripted model can recognize a compaction request without
-importing the harness.
+Kept with the providers (it is what a provider is asked) so the scripted model can recognize a
+compaction request without importing the harness.
 """
 
 from __future__ import annotations
