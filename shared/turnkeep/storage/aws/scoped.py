@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, assert_never
+from typing import Any
 
 from turnkeep.storage.errors import StorageCorruptionError
 from turnkeep.storage.memory_state import MemoryState
@@ -13,16 +13,7 @@ from turnkeep.storage.write_codec import (
     decode_object_write,
     encode_object_write,
 )
-from turnkeep.storage.writes import (
-    AppendList,
-    DeleteList,
-    DeleteValue,
-    InsertEntry,
-    InsertUsage,
-    RetireScope,
-    SetValue,
-    Write,
-)
+from turnkeep.storage.writes import SCOPED_WRITE_TYPES, Write
 
 ObjectWrites = list[dict[str, Any]]
 """The writes of one scoped-transaction object, each with its sequence."""
@@ -32,13 +23,9 @@ def object_writes(writes: tuple[Write, ...], seqs: tuple[int, ...]) -> ObjectWri
     """Serializable form of a validated ephemeral transaction (value/list writes only)."""
     out: ObjectWrites = []
     for write, seq in zip(writes, seqs, strict=True):
-        match write:
-            case SetValue() | DeleteValue() | AppendList() | DeleteList():
-                out.append(encode_object_write(write, seq))
-            case RetireScope() | InsertEntry() | InsertUsage():
-                raise TypeError(f"{write!r} cannot be part of an ephemeral transaction")
-            case _:
-                assert_never(write)
+        if not isinstance(write, SCOPED_WRITE_TYPES):
+            raise TypeError(f"{write!r} cannot be part of an ephemeral transaction")
+        out.append(encode_object_write(write, seq))
     return out
 
 
