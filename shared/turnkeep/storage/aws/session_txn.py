@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
-from turnkeep.storage.addresses import Value
+from turnkeep.storage.addresses import Value, ValueList
 from turnkeep.storage.aws import keys
 from turnkeep.storage.aws.codec import (
     MAX_TRANSACTION_ACTIONS,
@@ -82,19 +82,16 @@ class _Items:
     retired: dict[str, int] = field(default_factory=dict)
     inserted: set[str] = field(default_factory=set)
 
+    def _addressed(self, sk: str, address: Value | ValueList) -> Item:
+        """The key and address attributes of a value, list element or tombstone item."""
+        return {"pk": s(self.pk), "sk": s(sk), "ns": s(address.namespace), "key": s(address.key)}
+
     def set_value(self, write: SetValue, seq: int) -> None:
         """Put the value item."""
         addr = write.address
         check_payload(write.value_json, what=f"the value for {addr}")
         sk = _check_sort_key(keys.value_sk(addr.namespace, addr.key), str(addr))
-        self.puts[sk] = {
-            "pk": s(self.pk),
-            "sk": s(sk),
-            "ns": s(addr.namespace),
-            "key": s(addr.key),
-            "v": s(write.value_json),
-            "seq": n(seq),
-        }
+        self.puts[sk] = {**self._addressed(sk, addr), "v": s(write.value_json), "seq": n(seq)}
 
     def delete_value(self, write: DeleteValue) -> None:
         """Delete the value item."""
@@ -106,14 +103,7 @@ class _Items:
         laddr = write.address
         check_payload(write.element_json, what=f"the element for {laddr}")
         sk = _check_sort_key(keys.list_element_sk(laddr.namespace, laddr.key, seq), str(laddr))
-        item: Item = {
-            "pk": s(self.pk),
-            "sk": s(sk),
-            "ns": s(laddr.namespace),
-            "key": s(laddr.key),
-            "v": s(write.element_json),
-            "seq": n(seq),
-        }
+        item = {**self._addressed(sk, laddr), "v": s(write.element_json), "seq": n(seq)}
         if write.tag is not None:
             item["tag"] = s(write.tag)
         self.puts[sk] = item
@@ -125,13 +115,7 @@ class _Items:
         for earlier in [k for k in self.puts if k.startswith(prefix)]:
             del self.puts[earlier]  # appended and deleted in this transaction: never visible
         sk = _check_sort_key(keys.list_tombstone_sk(laddr.namespace, laddr.key), str(laddr))
-        self.puts[sk] = {
-            "pk": s(self.pk),
-            "sk": s(sk),
-            "ns": s(laddr.namespace),
-            "key": s(laddr.key),
-            "deleted_through": n(seq),
-        }
+        self.puts[sk] = {**self._addressed(sk, laddr), "deleted_through": n(seq)}
 
     def retire_scope(self, write: RetireScope, seq: int) -> None:
         """Put the scope's retirement boundary."""
