@@ -12,8 +12,8 @@ import pytest
 from tests.support.owners import dead_owner
 from turnkeep.api.launch import LocalLauncher
 from turnkeep.api.serve import resume_unfinished
-from turnkeep.cli_chat import LocalChat, repl
-from turnkeep.cli_print import StreamPrinter
+from turnkeep.cli.chat import LocalChat, repl
+from turnkeep.cli.printer import StreamPrinter
 from turnkeep.harness import StartTurnInput, run_turn, start_turn, turn_result
 from turnkeep.harness.state import load_state
 from turnkeep.local_owner import (

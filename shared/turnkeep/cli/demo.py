@@ -10,7 +10,7 @@ import argparse
 import uuid
 from typing import TextIO
 
-from turnkeep.cli_print import StreamPrinter, describe
+from turnkeep.cli.printer import StreamPrinter, describe
 from turnkeep.harness import HarnessDeps, TurnResult
 from turnkeep.harness.state import (
     CHECKPOINT_NS,
