@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.aws_template import load_template
 from tools.sam_local.template import STATE_MACHINE, render
-from turnkeep import step_events
+from turnkeep.aws_lambda import step_events
 from turnkeep.harness import HarnessLimits
 from turnkeep.harness.io import NextAction
 from turnkeep.settings import TurnkeepSettings
