@@ -15,8 +15,8 @@ from turnkeep import cli
 from turnkeep.cli.approvals import Answer
 from turnkeep.cli.chat import LocalChat
 from turnkeep.cli.printer import StreamPrinter
-from turnkeep.runtime import build_runtime
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.runtime.build import build_runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 
 pytestmark = pytest.mark.slow
 

@@ -59,7 +59,7 @@ from turnkeep.providers.base import (
     ToolResultPart,
 )
 from turnkeep.providers.scripted import ScriptedProvider
-from turnkeep.runtime import build_runtime
+from turnkeep.runtime.build import build_runtime
 from turnkeep.storage import open_storage
 from turnkeep.system_prompt import WORKING_NOTES_HEADING
 

@@ -21,8 +21,8 @@ from turnkeep.harness import StartTurnInput, start_turn
 from turnkeep.harness.state import load_state
 from turnkeep.providers.base import ModelRequest, StreamEvent
 from turnkeep.providers.scripted import ScriptedProvider
-from turnkeep.runtime import build_runtime
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.runtime.build import build_runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 from turnkeep.storage import open_storage
 
 EVENTS = ROOT / "events" / "turn_steps"

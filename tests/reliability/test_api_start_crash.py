@@ -20,8 +20,8 @@ from turnkeep.api.app import create_app
 from turnkeep.api.auth import LocalDevAuthenticator
 from turnkeep.api.launch import LocalLauncher
 from turnkeep.api.serve import resume_unfinished
-from turnkeep.runtime import Runtime, build_runtime
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.runtime.build import Runtime, build_runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 
 AUTH = {"Authorization": "Bearer dev-alice"}
 

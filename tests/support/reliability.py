@@ -73,8 +73,8 @@ from turnkeep.harness.state import (
 from turnkeep.harness.transcript import branch_messages
 from turnkeep.providers.base import ToolCallPart, ToolResultPart, check_transcript
 from turnkeep.providers.scripted import ScriptedProvider
-from turnkeep.runtime import Runtime
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.runtime.build import Runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 from turnkeep.storage import Storage, open_storage, set_value, value
 from turnkeep.storage import jsonl_sidecars as jsonl_files
 

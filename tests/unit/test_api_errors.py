@@ -20,8 +20,8 @@ from turnkeep.envelope import EnvelopeUnavailableError
 from turnkeep.harness import StartTurnInput, new_op_id, start_turn, turn_result
 from turnkeep.local_owner import record_owner
 from turnkeep.providers.scripted import ScriptedProvider
-from turnkeep.runtime import build_runtime
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.runtime.build import build_runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from turnkeep.cli.printer import StreamPrinter
 from turnkeep.cli.remote import RemoteChat
 from turnkeep.providers.base import ModelRequest, StreamEvent, TextDelta
 from turnkeep.providers.scripted import ScriptedProvider
-from turnkeep.runtime import build_runtime
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.runtime.build import build_runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 
 GATE_TIMEOUT_S = 30.0
 

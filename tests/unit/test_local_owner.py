@@ -26,8 +26,8 @@ from turnkeep.local_owner import (
 )
 from turnkeep.providers.base import ModelRequest, StreamEvent
 from turnkeep.providers.scripted import ScriptedProvider
-from turnkeep.runtime import Runtime, build_runtime
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.runtime.build import Runtime, build_runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 
 SID = "s-owned"
 

@@ -22,11 +22,11 @@ from turnkeep.api.app import create_app
 from turnkeep.api.auth import LocalDevAuthenticator
 from turnkeep.api.launch import LaunchError, LocalLauncher
 from turnkeep.api.settings import ApiSettings
-from turnkeep.config_errors import ConfigError, check_model_spec, config_line, load_settings
 from turnkeep.harness.deps import ToolFactory
 from turnkeep.local_owner import inspect_turn, settle_ended
-from turnkeep.runtime import Runtime, open_local_runtime
-from turnkeep.settings import local_settings
+from turnkeep.runtime.build import Runtime, open_local_runtime
+from turnkeep.runtime.config_errors import ConfigError, check_model_spec, config_line, load_settings
+from turnkeep.runtime.settings import local_settings
 from turnkeep.storage import open_repository
 from turnkeep.tools.isolation import ProcessPoolRunner
 

@@ -18,9 +18,9 @@ from turnkeep.cli import remote
 from turnkeep.cli.chat import TOKEN_ENV, Terminated, run_local_chat, run_remote_chat
 from turnkeep.cli.demo import DEMO_USER, run_demo
 from turnkeep.cli.printer import StreamPrinter
-from turnkeep.config_errors import CONFIG_EXIT_STATUS, ConfigError
-from turnkeep.runtime import open_local_runtime
-from turnkeep.settings import local_settings
+from turnkeep.runtime.build import open_local_runtime
+from turnkeep.runtime.config_errors import CONFIG_EXIT_STATUS, ConfigError
+from turnkeep.runtime.settings import local_settings
 
 __all__ = ["StreamPrinter", "build_parser", "main", "run_chat", "run_demo"]
 

@@ -30,7 +30,7 @@ from turnkeep.local_owner import (
     run_owned_turn,
     settle_ended,
 )
-from turnkeep.runtime import Runtime
+from turnkeep.runtime.build import Runtime
 
 TOKEN_ENV = "TURNKEEP_API_TOKEN"  # nosec B105  # an environment variable name, not a token
 """Bearer token of `chat --url` when `--token` is not given (keeps it out of the process list)."""

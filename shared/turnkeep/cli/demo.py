@@ -22,8 +22,8 @@ from turnkeep.harness.state import (
     response_id,
 )
 from turnkeep.local_owner import run_owned_turn
-from turnkeep.runtime import open_local_runtime
-from turnkeep.settings import local_settings
+from turnkeep.runtime.build import open_local_runtime
+from turnkeep.runtime.settings import local_settings
 
 DEMO_USER = "demo-user"
 DEMO_SCRIPT: tuple[str, ...] = (

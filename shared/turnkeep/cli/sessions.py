@@ -15,7 +15,7 @@ from typing import TextIO
 from turnkeep.envelope import EnvelopeConflictError
 from turnkeep.harness.state import STARTABLE_STATUSES
 from turnkeep.local_owner import TurnFinding, inspect_turn
-from turnkeep.runtime import Runtime
+from turnkeep.runtime.build import Runtime
 from turnkeep.storage import open_repository
 
 _DELETE_MARKER = "__deleting__"  # turnkeep.api.views.DELETE_MARKER: one delete protocol
