@@ -38,8 +38,8 @@ def test_a_server_killed_right_after_start_turn_has_the_turn_ended_by_its_next_s
     launcher = LocalLauncher(runtime.deps, workers=1)
     client = TestClient(create_app(runtime, launcher, LocalDevAuthenticator()))
     sid = client.post("/sessions", json={"title": "t"}, headers=AUTH).json()["session_id"]
-    from turnkeep import local_owner
     from turnkeep.api import turns
+    from turnkeep.harness import local_owner
 
     real_start = turns.start_turn
 

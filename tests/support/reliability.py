@@ -368,7 +368,7 @@ def dead_owner() -> Any:
     import subprocess
     import sys
 
-    from turnkeep.local_owner import Owner
+    from turnkeep.harness.local_owner import Owner
 
     global _DEAD_PID
     if _DEAD_PID is None:
@@ -383,7 +383,7 @@ _DEAD_PID: int | None = None
 
 
 def _own(deps: HarnessDeps, session_id: str, op_id: str) -> None:
-    from turnkeep.local_owner import record_owner
+    from turnkeep.harness.local_owner import record_owner
 
     storage = deps.open_storage(session_id)
     try:

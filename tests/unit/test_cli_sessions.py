@@ -8,7 +8,7 @@ import pytest
 
 from turnkeep import cli
 from turnkeep.harness import StartTurnInput, start_turn
-from turnkeep.local_owner import current_owner, record_owner
+from turnkeep.harness.local_owner import current_owner, record_owner
 from turnkeep.runtime.build import build_runtime
 from turnkeep.runtime.settings import TurnkeepSettings
 

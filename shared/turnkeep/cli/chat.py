@@ -17,10 +17,7 @@ from turnkeep.cli.approvals import Ask, prompt_asker
 from turnkeep.cli.printer import StreamPrinter, describe
 from turnkeep.harness import HarnessDeps, TurnConflictError, TurnResult
 from turnkeep.harness.approvals import ApprovalError, ApprovalInvalidError, decide
-from turnkeep.harness.orchestrator import ToolOutcome
-from turnkeep.harness.state import load_call
-from turnkeep.harness.steps import abort_turn, cancel_turn
-from turnkeep.local_owner import (
+from turnkeep.harness.local_owner import (
     TurnFinding,
     drive,
     end_interrupted,
@@ -30,6 +27,9 @@ from turnkeep.local_owner import (
     run_owned_turn,
     settle_ended,
 )
+from turnkeep.harness.orchestrator import ToolOutcome
+from turnkeep.harness.state import load_call
+from turnkeep.harness.steps import abort_turn, cancel_turn
 from turnkeep.runtime.build import Runtime
 
 TOKEN_ENV = "TURNKEEP_API_TOKEN"  # nosec B105  # an environment variable name, not a token
