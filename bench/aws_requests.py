@@ -525,10 +525,10 @@ def _dummy_zip() -> bytes:
 def _seed(session_id: str, messages: int) -> int:
     """Grow the session to at least `messages` transcript messages with real in-process turns
     (created if new); returns its message count."""
-    from turnkeep import lambda_runtime
+    from turnkeep.aws_lambda import container
     from turnkeep.harness import run_turn
 
-    deps = lambda_runtime.runtime().deps
+    deps = container.runtime().deps
     if deps.envelopes.get(session_id) is None:
         deps.envelopes.create(session_id, USER)
     while True:
@@ -637,9 +637,9 @@ def measure_turns(
                     if progress is not None:
                         progress(*results[-1])
     finally:
-        from turnkeep import lambda_runtime
+        from turnkeep.aws_lambda import container
 
-        lambda_runtime.reset_runtime()
+        container.reset_runtime()
         os.environ.clear()
         os.environ.update(saved)
         default_user_config.update(json.loads(config_saved))

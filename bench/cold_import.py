@@ -229,10 +229,10 @@ class Fixture:
         session = boto3.session.Session(region_name=REGION)
         create_table(session.client("dynamodb", endpoint_url=endpoint), TABLE)
         create_bucket(session.client("s3", endpoint_url=endpoint), BUCKET)
-        from turnkeep import lambda_runtime
+        from turnkeep.aws_lambda import container
 
-        lambda_runtime.reset_runtime()
-        self.deps = lambda_runtime.runtime().deps
+        container.reset_runtime()
+        self.deps = container.runtime().deps
         self.session_id = f"read-{uuid.uuid4().hex[:8]}"
         self.deps.envelopes.create(self.session_id, USER)
 

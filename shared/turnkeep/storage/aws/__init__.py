@@ -54,6 +54,8 @@ def _params(url: SplitResult) -> dict[str, str]:
 def repository_from_url(url: SplitResult) -> AwsRepository:
     """The process-wide repository of the URL (clients and per-session caches are shared)."""
     params = _params(url)
+    # The AWS SDK's own variable, not a turnkeep setting: read at open time, as boto3 reads it,
+    # so a changed endpoint opens another repository (the endpoint is part of its identity).
     endpoint = params.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL") or ""
     region = params.get("region", "")
     prefix = params.get("prefix", "turnkeep")
