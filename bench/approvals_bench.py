@@ -22,8 +22,8 @@ from turnkeep.api.launch import LocalLauncher
 from turnkeep.harness import StartTurnInput, new_op_id, start_turn, turn_result
 from turnkeep.harness.approvals import awaiting_calls, decide
 from turnkeep.harness.state import load_state
-from turnkeep.runtime import Runtime, build_runtime
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.runtime.build import Runtime, build_runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 
 
 def _waiting_call(runtime: Runtime, session_id: str, op_id: str) -> str | None:

@@ -12,9 +12,11 @@ bytecode, as Lambda's does. Invocations go to a moto server on 127.0.0.1:
 - step: `model_step` of a freshly started Q&A turn (scripted model);
 - API: `GET /sessions/{id}` of an existing session.
 
-Targets (issue #15): step <= 1.5x, API <= 3x its baseline; medians of fresh processes, same run.
+Targets (issue #15): step <= 1.5x, API <= 3x its baseline; medians of fresh processes, same run
+(wall time; the CPU columns, user + system, show the same ratio with less of the machine's noise).
 `--smoke` runs 2 processes per case instead of 9, compiled layer only. `--imports` prints the
-heaviest imports (`-X importtime`) of each handler.
+heaviest imports (`-X importtime`) of each handler; `--profile` where one cold invocation's time
+goes (cProfile, cumulative, imports included).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import json
 import logging
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -226,10 +229,10 @@ class Fixture:
         session = boto3.session.Session(region_name=REGION)
         create_table(session.client("dynamodb", endpoint_url=endpoint), TABLE)
         create_bucket(session.client("s3", endpoint_url=endpoint), BUCKET)
-        from turnkeep import lambda_runtime
+        from turnkeep.aws_lambda import container
 
-        lambda_runtime.reset_runtime()
-        self.deps = lambda_runtime.runtime().deps
+        container.reset_runtime()
+        self.deps = container.runtime().deps
         self.session_id = f"read-{uuid.uuid4().hex[:8]}"
         self.deps.envelopes.create(self.session_id, USER)
 
@@ -258,16 +261,20 @@ class Fixture:
         return event
 
 
-def _run(args: list[str], env: dict[str, str]) -> float:
-    """Wall seconds of one fresh interpreter running `args` (interpreter start included)."""
+def _run(args: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of one fresh interpreter running `args`
+    (interpreter start included). CPU time hardly moves with other load on the machine."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-S", *args], env=env, capture_output=True, text=True, check=False
     )
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise RuntimeError(f"{args[:2]} failed: {done.stderr[-2000:]}")
-    return elapsed
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu
 
 
 def _requests(handler: Path, attribute: str, event: dict[str, Any], env: dict[str, str]) -> int:
@@ -315,11 +322,49 @@ def import_profile(
     return ", ".join(f"{name} {us / 1e6:.3f}s" for us, name in rows[:10])
 
 
+# Runs INVOKE under cProfile in the measured process and prints the heaviest calls.
+PROFILE = r"""
+import cProfile, pstats, sys
+source, rows = sys.argv.pop(1), int(sys.argv.pop(1))
+profiler = cProfile.Profile()
+scope = {"__name__": "__main__"}
+profiler.runctx(compile(source, "<invoke>", "exec"), scope, scope)
+pstats.Stats(profiler).sort_stats("cumulative").print_stats(rows)
+"""
+
+
+def call_profile(
+    handler: Path, attribute: str, event: dict[str, Any], env: dict[str, str], rows: int = 40
+) -> str:
+    """One cold invocation's heaviest calls (cProfile, cumulative seconds)."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            PROFILE,
+            INVOKE,
+            str(rows),
+            str(handler),
+            attribute,
+            json.dumps(event),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"profiling run failed: {done.stderr[-2000:]}")
+    return done.stdout
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="2 processes per case")
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--imports", action="store_true", help="print the heaviest imports")
+    parser.add_argument("--profile", action="store_true", help="print a cold invocation's profile")
     args = parser.parse_args()
     runs = 2 if args.smoke else args.runs
     with tempfile.TemporaryDirectory(prefix="cold-import-") as tmp, moto_server() as endpoint:
@@ -338,7 +383,7 @@ def main() -> int:
         )
         print(
             f"{'handler':<6} {'layer':<9} {'requests':>8} {'handler s':>10} {'baseline s':>11} "
-            f"{'ratio':>6} {'target':>7}"
+            f"{'ratio':>6} {'target':>7}   {'cpu s':>6} {'base cpu':>8} {'cpu ratio':>9}"
         )
         missed: list[str] = []
         for name, (handler, attribute, make_event) in cases.items():
@@ -346,23 +391,29 @@ def main() -> int:
             for kind, layer in layers.items():
                 env = _env(endpoint, [handler.parent, layer, layout.runtime])
                 requests = _requests(handler, attribute, make_event(), env)
-                timed: list[float] = []
-                base: list[float] = []
+                timed: list[tuple[float, float]] = []
+                base: list[tuple[float, float]] = []
                 for _ in range(runs):  # interleaved: load drifts affect both sides alike
                     event = json.dumps(make_event())
                     timed.append(_run(["-c", INVOKE, str(handler), attribute, event], env))
                     base.append(_run(["-c", BASELINE, TABLE, str(requests)], env))
-                handler_s, base_s = statistics.median(timed), statistics.median(base)
+                handler_s = statistics.median(wall for wall, _ in timed)
+                base_s = statistics.median(wall for wall, _ in base)
+                handler_cpu = statistics.median(cpu for _, cpu in timed)
+                base_cpu = statistics.median(cpu for _, cpu in base)
                 ratio = handler_s / base_s
                 print(
                     f"{name:<6} {kind:<9} {requests:>8} {handler_s:>10.3f} {base_s:>11.3f} "
-                    f"{ratio:>5.2f}x {target:>6.1f}x"
+                    f"{ratio:>5.2f}x {target:>6.1f}x   {handler_cpu:>6.3f} {base_cpu:>8.3f} "
+                    f"{handler_cpu / base_cpu:>8.2f}x"
                 )
                 if kind == "compiled" and ratio > target:
                     missed.append(f"{name} {ratio:.2f}x > {target}x")
                 if args.imports:
                     heaviest = import_profile(handler, attribute, make_event(), env)
                     print(f"    heaviest imports: {heaviest}")
+                if args.profile:
+                    print(call_profile(handler, attribute, make_event(), env))
         print(
             "targets (compiled layer): " + ("met" if not missed else "MISSED: " + "; ".join(missed))
         )

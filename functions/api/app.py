@@ -1,11 +1,11 @@
 """HTTP API Lambda: the turnkeep FastAPI app behind API Gateway (HTTP API, payload format 2.0).
 
 Built once per container, on the first request, from the environment: TURNKEEP_STORAGE_URL,
-TURNKEEP_ENVELOPE_URL (through `turnkeep.lambda_runtime.runtime()`, shared with the step
-handlers), TURNKEEP_STATE_MACHINE_ARN, plus TURNKEEP_MODEL / TURNKEEP_ALLOWED_MODELS and the caps
-of `turnkeep.api.ApiSettings`. The caller is the JWT authorizer's `sub` claim (under `sam local`,
-which runs no authorizer, also a dev token: `turnkeep.api.lambda_authenticator`); each started
-turn becomes one Step Functions execution named by its operation id.
+TURNKEEP_ENVELOPE_URL (through `turnkeep.aws_lambda.container.runtime()`, shared with the
+step handlers), TURNKEEP_STATE_MACHINE_ARN, plus TURNKEEP_MODEL / TURNKEEP_ALLOWED_MODELS and
+the caps of `turnkeep.api.ApiSettings`. The caller is the JWT authorizer's `sub` claim (under
+`sam local`, which runs no authorizer, also a dev token: `turnkeep.api.lambda_authenticator`);
+each started turn becomes one Step Functions execution named by its operation id.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from mangum import Mangum
 
 from turnkeep.api import ApiSettings, StepFunctionsLauncher, create_app, lambda_authenticator
 from turnkeep.aws_clients import shared_client
-from turnkeep.lambda_runtime import runtime
-from turnkeep.lambda_tracing import lambda_tracer
+from turnkeep.aws_lambda.container import runtime
+from turnkeep.aws_lambda.tracing import lambda_tracer
 
 # The service name is the template's POWERTOOLS_SERVICE_NAME: not overridden here.
 logger = Logger()

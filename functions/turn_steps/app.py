@@ -32,9 +32,9 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from turnkeep.lambda_runtime import runtime
-from turnkeep.lambda_tracing import lambda_tracer
-from turnkeep.step_events import StepEventError, StepName, run_step
+from turnkeep.aws_lambda.container import runtime
+from turnkeep.aws_lambda.step_events import StepEventError, StepName, run_step
+from turnkeep.aws_lambda.tracing import lambda_tracer
 
 # The service name is the template's POWERTOOLS_SERVICE_NAME: not overridden here.
 logger = Logger()

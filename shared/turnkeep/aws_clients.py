@@ -29,6 +29,7 @@ def _endpoint(endpoint: str) -> str:
     Storage URLs fall back to `AWS_ENDPOINT_URL` explicitly, envelope URLs leave the endpoint
     to boto3, which reads the same variable: both get one client (one connection pool). '' (boto3
     decides) when a per-service variable or AWS_IGNORE_CONFIGURED_ENDPOINT_URLS changes that.
+    These are the AWS SDK's variables, not turnkeep settings: read at call time, as boto3 does.
     """
     if endpoint:
         return endpoint

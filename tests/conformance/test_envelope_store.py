@@ -8,7 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.envelope_stores import BACKEND_NAMES, EnvelopeBackend, envelope_backend
+from tests.conformance.envelope_backends import (
+    BACKEND_NAMES,
+    EnvelopeBackend,
+    envelope_backend,
+)
 from turnkeep.envelope import (
     HOST_META_KEYS,
     WORKER_META_KEYS,
@@ -545,3 +549,20 @@ def test_a_refused_host_put_says_why_with_a_code_and_the_key(
     with pytest.raises(MetaValidationError) as refused:
         store.put_host_meta("s1", "alice", meta)  # type: ignore[arg-type]
     assert (refused.value.code, refused.value.field) == (code, field)
+
+
+def test_the_suite_runs_on_every_envelope_store_the_package_ships() -> None:
+    # A store added to turnkeep/envelope/ without a backend module here would go untested.
+    import importlib
+    import inspect
+    import pkgutil
+
+    import turnkeep.envelope as package
+
+    shipped = set()
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"turnkeep.envelope.{info.name}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, EnvelopeStore) and cls is not EnvelopeStore:
+                shipped.add(cls.__module__.rsplit(".", 1)[-1])
+    assert shipped == set(BACKEND_NAMES)

@@ -12,11 +12,11 @@ import pytest
 from tests.e2e.test_api_server import server  # noqa: F401  (the real-server fixture)
 from tests.e2e.test_cli_remote_chat import _chat
 from turnkeep import cli
-from turnkeep.cli_approvals import Answer
-from turnkeep.cli_chat import LocalChat
-from turnkeep.cli_print import StreamPrinter
-from turnkeep.runtime import build_runtime
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.cli.approvals import Answer
+from turnkeep.cli.chat import LocalChat
+from turnkeep.cli.printer import StreamPrinter
+from turnkeep.runtime.build import build_runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 
 pytestmark = pytest.mark.slow
 

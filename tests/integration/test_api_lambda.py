@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.lambda_env import lambda_deployment
 from tests.support.lambda_host import ROOT, FakeContext, load_function_module
-from turnkeep import lambda_runtime
+from turnkeep.aws_lambda import container
 from turnkeep.harness import StartTurnInput, resume_turn, start_turn
 
 EVENTS = ROOT / "events" / "api"
@@ -50,7 +50,7 @@ def lambda_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ModuleType, An
             roleArn="arn:aws:iam::123456789012:role/turn",
         )["stateMachineArn"]
         monkeypatch.setenv("TURNKEEP_STATE_MACHINE_ARN", arn)
-        lambda_runtime.reset_runtime()
+        container.reset_runtime()
         yield load_function_module("api"), sfn, arn
 
 
@@ -84,7 +84,7 @@ def test_sample_events_answer_their_documented_status_codes(
 
     # The state machine's work, done here: run the launched turn to its end, then start the
     # turn the remaining samples name (as another start would have).
-    deps = lambda_runtime.runtime().deps
+    deps = container.runtime().deps
     assert resume_turn(deps, SESSION, started).status == "completed"
     start_turn(
         deps,

@@ -20,7 +20,7 @@ from tools.sam_local.template import (
     deployed_environment,
     load_template,
 )
-from turnkeep import lambda_runtime
+from turnkeep.aws_lambda import container
 
 TABLE = "turnkeep-SessionTable-1ABC"
 BUCKET = "turnkeep-progressbucket-1abc"
@@ -60,9 +60,9 @@ def deployed_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ModuleType, 
         env = deployed_environment(template, "ApiFunction", _refs(template, machine))
         for key, value in env.items():
             monkeypatch.setenv(key, value)
-        lambda_runtime.reset_runtime()
+        container.reset_runtime()
         yield load_function_module("api"), env
-        lambda_runtime.reset_runtime()
+        container.reset_runtime()
 
 
 def _create_with_dev_token(app: ModuleType) -> tuple[int, Any]:

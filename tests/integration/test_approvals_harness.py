@@ -358,8 +358,8 @@ def test_under_express_a_call_needing_approval_fails_clearly_and_does_not_run(s:
 def test_the_workflow_type_comes_from_turnkeep_workflow_type(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from turnkeep.runtime import limits_from_settings
-    from turnkeep.settings import TurnkeepSettings
+    from turnkeep.runtime.build import limits_from_settings
+    from turnkeep.runtime.settings import TurnkeepSettings
 
     monkeypatch.setenv("TURNKEEP_WORKFLOW_TYPE", "EXPRESS")
 

@@ -280,6 +280,29 @@ def test_the_endpoint_falls_back_to_aws_endpoint_url(monkeypatch: pytest.MonkeyP
     assert repo.dynamodb.meta.endpoint_url == "http://127.0.0.1:4599"  # type: ignore[attr-defined]
 
 
+def test_a_repository_from_a_url_makes_its_s3_client_only_when_an_object_is_written(
+    env: Env, sid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cold step that writes no object must not pay for building an S3 client.
+    from turnkeep import aws_clients
+
+    monkeypatch.setattr(aws_clients, "_CLIENTS", {})
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    url = f"aws://?table={env.table}&bucket={env.bucket}&prefix=lazy-{sid}"
+    repo = repository_from_url(urlsplit(url))
+
+    def services() -> list[str]:
+        return sorted(service for service, _region, _endpoint in aws_clients._CLIENTS)
+
+    with repo.open(sid) as store:
+        store.commit([set_value(value("k"), {"n": 1})])
+        assert services() == ["dynamodb"]
+        store.commit([set_value(value("frame", scope=OP), {"n": 2})])
+    assert services() == ["dynamodb", "s3"]
+    assert env.object_keys(f"lazy-{sid}/sessions/{sid}/") != []
+
+
 def test_a_failed_cleanup_hides_retired_objects_and_the_next_open_deletes_only_them(
     env: Env, sid: str
 ) -> None:

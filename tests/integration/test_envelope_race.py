@@ -15,12 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.envelope_stores import (
-    BACKEND_NAMES,
-    EnvelopeBackend,
-    TickingClock,
-    envelope_backend,
-)
+from tests.conformance.envelope_backends import BACKEND_NAMES, EnvelopeBackend, envelope_backend
+from tests.support.envelope_stores import TickingClock
 from turnkeep.envelope import EnvelopeError
 from turnkeep.notes import UPDATE_TOOL, working_notes_tools
 from turnkeep.notes.tools import UpdateArgs

@@ -39,7 +39,7 @@ from tests.support.lambda_host import (
     load_function_module,
 )
 from tools.sam_local.template import STATE_MACHINE, render
-from turnkeep import lambda_runtime
+from turnkeep.aws_lambda import container
 from turnkeep.harness import StartTurnInput, abort_turn, cancel_turn, start_turn
 from turnkeep.harness.state import op_scope
 from turnkeep.providers.base import (
@@ -59,7 +59,7 @@ from turnkeep.providers.base import (
     ToolResultPart,
 )
 from turnkeep.providers.scripted import ScriptedProvider
-from turnkeep.runtime import build_runtime
+from turnkeep.runtime.build import build_runtime
 from turnkeep.storage import open_storage
 from turnkeep.system_prompt import WORKING_NOTES_HEADING
 
@@ -150,7 +150,7 @@ def deployed(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) ->
             name="turnkeep-turn", definition=definition, roleArn=role, type=workflow_type
         )["stateMachineArn"]
         assert sfn.describe_state_machine(stateMachineArn=machine_arn)["type"] == workflow_type
-        lambda_runtime.reset_runtime()
+        container.reset_runtime()
         with hosted_lambdas(host):
             yield Deployed(sfn, s3, machine_arn, host, storage_url, workflow_type, template)
 
@@ -159,7 +159,7 @@ def _run(
     deployed: Deployed, session_id: str, text: str, *, model: str = "scripted"
 ) -> tuple[str, dict[str, Any]]:
     """Start a turn like the API does, run the execution to its end, return (op id, output)."""
-    deps = lambda_runtime.runtime().deps
+    deps = container.runtime().deps
     if deps.envelopes.get(session_id) is None:
         deps.envelopes.create(session_id, USER)
     op_id = f"op-{len(deployed.host.calls)}-{time.monotonic_ns()}"
@@ -220,7 +220,7 @@ def test_a_turn_with_two_parallel_tool_calls_runs_through_the_state_machine(
         texts = json.dumps([e.data for e in entries])
     assert "42" in texts
     assert _scope_objects(deployed, session, op_id) == []  # the operation scope was retired
-    envelope = lambda_runtime.runtime().deps.envelopes.get(session)
+    envelope = container.runtime().deps.envelopes.get(session)
     assert envelope is not None
     assert envelope.meta["turnStatus"] == "completed"
 
@@ -233,7 +233,7 @@ def test_a_note_written_in_one_execution_is_folded_into_the_next_turns_prompt(
     _op, output = _run(deployed, session, "what do you remember?")
 
     assert output["status"] == "completed"
-    envelope = lambda_runtime.runtime().deps.envelopes.get(session)
+    envelope = container.runtime().deps.envelopes.get(session)
     assert envelope is not None
     assert "we deploy with SAM" in str(envelope.meta["workingNotes"])
     with open_storage(deployed.storage_url, session) as storage:
@@ -261,7 +261,7 @@ def test_a_step_that_crashes_is_caught_and_the_turn_fails_honestly_with_its_scop
     assert "disk on fire" in output["error"]
     assert deployed.host.calls[-1][0] == "FailTurnFunction"
     assert _scope_objects(deployed, session, op_id) == []
-    envelope = lambda_runtime.runtime().deps.envelopes.get(session)
+    envelope = container.runtime().deps.envelopes.get(session)
     assert envelope is not None
     assert envelope.meta["turnStatus"] == "failed"
 
@@ -272,7 +272,7 @@ def test_a_retryable_step_failure_is_retried_with_the_same_input(deployed: Deplo
     failures: list[dict[str, Any]] = []
 
     def flaky(event: dict[str, Any], context: Any) -> Any:
-        from turnkeep.step_events import RetryableStepError
+        from turnkeep.aws_lambda.step_events import RetryableStepError
 
         if not failures:
             failures.append(event)
@@ -367,9 +367,9 @@ def test_a_turn_started_through_the_api_lambda_runs_on_step_functions_and_stream
 def _use_provider(monkeypatch: pytest.MonkeyPatch, provider: ModelProvider) -> None:
     """Make the hosted handlers' runtime call `provider` for every model round."""
     monkeypatch.setattr(
-        lambda_runtime, "build_runtime", functools.partial(build_runtime, provider=provider)
+        container, "build_runtime", functools.partial(build_runtime, provider=provider)
     )
-    lambda_runtime.reset_runtime()
+    container.reset_runtime()
 
 
 def _entry(deployed: Deployed, session: str, entry_id: str) -> dict[str, Any]:
@@ -442,7 +442,7 @@ def test_a_fatal_model_error_ends_the_turn_through_fail_turn_from_model_with_its
     fail_event = deployed.host.calls[-1][1]
     assert fail_event == {"session_id": session, "op_id": op_id, "error": output["error"]}
     assert _scope_objects(deployed, session, op_id) == []
-    envelope = lambda_runtime.runtime().deps.envelopes.get(session)
+    envelope = container.runtime().deps.envelopes.get(session)
     assert envelope is not None
     assert envelope.meta["turnStatus"] == "failed"
 
@@ -473,7 +473,7 @@ def test_a_cancel_during_the_tool_batch_ends_the_execution_in_turn_already_ended
     original = deployed.host.handlers["ToolStepFunction"]
 
     def cancel_then_run(event: dict[str, Any], context: Any) -> Any:
-        cancel_turn(lambda_runtime.runtime().deps, event["session_id"], event["op_id"])
+        cancel_turn(container.runtime().deps, event["session_id"], event["op_id"])
         return original(event, context)
 
     deployed.host.handlers["ToolStepFunction"] = cancel_then_run
@@ -488,7 +488,7 @@ def test_a_cancel_during_the_tool_batch_ends_the_execution_in_turn_already_ended
     assert invoked == ["ModelStepFunction", "ToolStepFunction", "ModelStepFunction"]
     assert deployed.host.calls[1][2] is None  # the tool step skipped, it did not fail
     assert _scope_objects(deployed, session, op_id) == []
-    envelope = lambda_runtime.runtime().deps.envelopes.get(session)
+    envelope = container.runtime().deps.envelopes.get(session)
     assert envelope is not None
     assert envelope.meta["turnStatus"] == "aborted"
 
@@ -499,7 +499,7 @@ def test_an_execution_that_finds_its_turn_ended_repairs_an_envelope_left_running
     """The kill between the terminal commit and the envelope write, then the relaunch on AWS:
     model_step -> ended_output -> TurnAlreadyEnded must leave the envelope saying how it ended,
     and so must a late tool step delivery."""
-    deps = lambda_runtime.runtime().deps
+    deps = container.runtime().deps
     session = "sfn-lost-update"
     deps.envelopes.create(session, USER)
     op_id = f"op-lost-{time.monotonic_ns()}"

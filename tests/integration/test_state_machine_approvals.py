@@ -32,7 +32,7 @@ from tests.support.iam_policy import (
     required_permissions,
 )
 from tests.support.lambda_host import FakeContext, load_function_module
-from turnkeep import lambda_runtime
+from turnkeep.aws_lambda import container
 from turnkeep.harness.approvals import token_address
 
 # The `deployed` fixture runs on both workflow types; a task-token wait exists only on STANDARD.
@@ -86,7 +86,7 @@ def _paused(call: Call, text: str) -> tuple[str, dict[str, Any]]:
 
 
 def _token(turn: str, call_id: str) -> object:
-    deps = lambda_runtime.runtime().deps
+    deps = container.runtime().deps
     storage = deps.open_storage(SESSION)
     try:
         stored = storage.get_value(token_address(turn, call_id))
@@ -178,7 +178,7 @@ def test_a_wait_nobody_answers_times_out_into_a_denial(
     deployed: Deployed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TURNKEEP_APPROVAL_TIMEOUT_SECONDS", "2")
-    lambda_runtime.reset_runtime()
+    container.reset_runtime()
     call = _api(deployed, monkeypatch)
     turn, _pending = _paused(call, 'call echo {"text": "x"}')
 

@@ -15,14 +15,14 @@ import pytest
 from tests.support.aws_template import load_template
 from tests.support.lambda_env import lambda_deployment
 from tests.support.lambda_host import ROOT, FakeContext, load_function_module
-from turnkeep import lambda_runtime
+from turnkeep.aws_lambda import container
+from turnkeep.aws_lambda.step_events import RetryableStepError, StepEventError
 from turnkeep.harness import StartTurnInput, start_turn
 from turnkeep.harness.state import load_state
 from turnkeep.providers.base import ModelRequest, StreamEvent
 from turnkeep.providers.scripted import ScriptedProvider
-from turnkeep.runtime import build_runtime
-from turnkeep.settings import TurnkeepSettings
-from turnkeep.step_events import RetryableStepError, StepEventError
+from turnkeep.runtime.build import build_runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 from turnkeep.storage import open_storage
 
 EVENTS = ROOT / "events" / "turn_steps"
@@ -43,7 +43,7 @@ def app(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
 
 def _start(text: str) -> None:
     execution = _event("execution_input")
-    deps = lambda_runtime.runtime().deps
+    deps = container.runtime().deps
     deps.envelopes.create(execution["session_id"], "user-1")
     start_turn(
         deps,
@@ -112,7 +112,7 @@ def test_a_payload_missing_its_ids_is_rejected_as_a_wiring_error_not_retried(
 def test_storage_contention_surfaces_as_a_retryable_step_error(
     app: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from turnkeep import step_events
+    from turnkeep.aws_lambda import step_events
     from turnkeep.storage import StorageConflictError
 
     _start("hello")
@@ -267,7 +267,7 @@ def test_two_interleaved_deliveries_of_one_model_step_settle_the_round_once(
     event = _event("model_step")
     provider.duplicate = lambda: _call(app, "model_step", event)
     settings = TurnkeepSettings(frame_interval_ms=0)  # every event is its own frame commit
-    lambda_runtime.install_runtime(build_runtime(settings, provider=provider))
+    container.install_runtime(build_runtime(settings, provider=provider))
     _start('call echo {"text": "once"}')
 
     # The first delivery's settlement finds the round settled: it commits nothing, and the
@@ -281,7 +281,7 @@ def test_two_interleaved_deliveries_of_one_model_step_settle_the_round_once(
 
     entries = [sk for _pk, sk in _session_items() if sk.startswith("S#E#")]
     assert len(entries) == 2, entries  # the user message and one response of round 0
-    with open_storage(lambda_runtime.runtime().storage_url, event["session_id"]) as storage:
+    with open_storage(container.runtime().storage_url, event["session_id"]) as storage:
         state = load_state(storage, event["op_id"])
     assert state is not None
     assert state.round == 1

@@ -20,8 +20,8 @@ from turnkeep.api.app import create_app
 from turnkeep.api.auth import LocalDevAuthenticator
 from turnkeep.api.launch import LocalLauncher
 from turnkeep.api.serve import resume_unfinished
-from turnkeep.runtime import Runtime, build_runtime
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.runtime.build import Runtime, build_runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 
 AUTH = {"Authorization": "Bearer dev-alice"}
 
@@ -38,8 +38,8 @@ def test_a_server_killed_right_after_start_turn_has_the_turn_ended_by_its_next_s
     launcher = LocalLauncher(runtime.deps, workers=1)
     client = TestClient(create_app(runtime, launcher, LocalDevAuthenticator()))
     sid = client.post("/sessions", json={"title": "t"}, headers=AUTH).json()["session_id"]
-    from turnkeep import local_owner
     from turnkeep.api import turns
+    from turnkeep.harness import local_owner
 
     real_start = turns.start_turn
 

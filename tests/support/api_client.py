@@ -13,8 +13,8 @@ from turnkeep.api import ApiSettings, LocalDevAuthenticator, create_app
 from turnkeep.harness import resume_turn
 from turnkeep.providers.base import ModelProvider
 from turnkeep.providers.scripted import ScriptedProvider
-from turnkeep.runtime import Runtime, build_runtime
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.runtime.build import Runtime, build_runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 from turnkeep.storage import open_storage
 
 USER = "alice"

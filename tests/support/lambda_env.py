@@ -12,7 +12,7 @@ import pytest
 from moto import mock_aws
 
 from tests.support.aws_template import create_bucket, create_table, load_template
-from turnkeep import lambda_runtime
+from turnkeep.aws_lambda import container
 
 
 def lambda_environment(table: str, bucket: str, **extra: str) -> dict[str, str]:
@@ -48,8 +48,8 @@ def lambda_deployment(
         rendered = template if template is not None else load_template()
         create_table(boto3.client("dynamodb"), table, rendered)
         create_bucket(boto3.client("s3"), bucket, rendered)
-        lambda_runtime.reset_runtime()
+        container.reset_runtime()
         try:
             yield
         finally:
-            lambda_runtime.reset_runtime()
+            container.reset_runtime()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from turnkeep.local_owner import Owner, current_owner
+from turnkeep.harness.local_owner import Owner, current_owner
 
 
 def dead_owner() -> Owner:

@@ -12,11 +12,11 @@ to a `CrashPlan` (`tests.support.crash_points`). Two ways a deployment recovers:
   (`functions/turn_steps/app.py`, called in-process with a fake context) on the JSON payload the
   state machine sends, in its order (model → parallel tool calls → model … → finish/fail; Retry
   and Catch as `statemachine/turn.asl.json` says). A container is the handler module imported
-  anew with a runtime on hooked deps (`lambda_runtime.install_runtime`). A crash kills that
-  invocation; Step Functions delivers the same payload to a fresh container. `start_turn` runs
-  in the API function, which nothing retries: a crash there is recovered by the session's next
-  `start_turn` once the turn is past its deadline plus `stale_turn_seconds` (the abandoned-turn
-  takeover), which a fake clock reaches at once.
+  anew with a runtime on hooked deps (`turnkeep.aws_lambda.container.install_runtime`). A crash
+  kills that invocation; Step Functions delivers the same payload to a fresh container.
+  `start_turn` runs in the API function, which nothing retries: a crash there is recovered by
+  the session's next `start_turn` once the turn is past its deadline plus `stale_turn_seconds`
+  (the abandoned-turn takeover), which a fake clock reaches at once.
 
 Tool steps of one round run one after another (`tool_parallelism=1`) so the n-th call is the
 same call in every run and a crash point is reproducible.
@@ -46,6 +46,7 @@ from tests.support.crash_points import (
     sqlite_hooks,
     watch_notes,
 )
+from turnkeep.aws_lambda.step_events import StepName, run_step
 from turnkeep.envelope import EnvelopeStore
 from turnkeep.envelope.sqlite import SqliteEnvelopeStore
 from turnkeep.harness import (
@@ -72,9 +73,8 @@ from turnkeep.harness.state import (
 from turnkeep.harness.transcript import branch_messages
 from turnkeep.providers.base import ToolCallPart, ToolResultPart, check_transcript
 from turnkeep.providers.scripted import ScriptedProvider
-from turnkeep.runtime import Runtime
-from turnkeep.settings import TurnkeepSettings
-from turnkeep.step_events import StepName, run_step
+from turnkeep.runtime.build import Runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 from turnkeep.storage import Storage, open_storage, set_value, value
 from turnkeep.storage import jsonl_sidecars as jsonl_files
 
@@ -265,13 +265,13 @@ class AwsDeployment:
     @contextmanager
     def hooks(self) -> Iterator[None]:
         """The hooked clients report by themselves; the handlers' runtime is put back after."""
-        from turnkeep import lambda_runtime
+        from turnkeep.aws_lambda import container
 
-        previous = lambda_runtime.install_runtime(None)
+        previous = container.install_runtime(None)
         try:
             yield
         finally:
-            lambda_runtime.install_runtime(previous)
+            container.install_runtime(previous)
 
     def repository(self, *, clean: bool = False) -> Any:
         from turnkeep.storage.aws import AwsRepository
@@ -368,7 +368,7 @@ def dead_owner() -> Any:
     import subprocess
     import sys
 
-    from turnkeep.local_owner import Owner
+    from turnkeep.harness.local_owner import Owner
 
     global _DEAD_PID
     if _DEAD_PID is None:
@@ -383,7 +383,7 @@ _DEAD_PID: int | None = None
 
 
 def _own(deps: HarnessDeps, session_id: str, op_id: str) -> None:
-    from turnkeep.local_owner import record_owner
+    from turnkeep.harness.local_owner import record_owner
 
     storage = deps.open_storage(session_id)
     try:
@@ -510,9 +510,9 @@ class LambdaContainer:
 
     def invoke(self, step: StepName, payload: dict[str, Any]) -> dict[str, Any]:
         from tests.support.lambda_host import FakeContext
-        from turnkeep import lambda_runtime
+        from turnkeep.aws_lambda import container
 
-        lambda_runtime.install_runtime(self.runtime)  # one container runs at a time
+        container.install_runtime(self.runtime)  # one container runs at a time
         handler = getattr(self.module, step)
         # Payload and answer cross Step Functions as JSON.
         output = handler(json.loads(json.dumps(payload)), FakeContext(function_name=step))

@@ -16,8 +16,8 @@ from tests.support.api_client import RecordingLauncher
 from tests.support.lambda_host import FakeContext
 from turnkeep.api import JwtClaimsAuthenticator, create_app
 from turnkeep.providers.scripted import ScriptedProvider
-from turnkeep.runtime import build_runtime
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.runtime.build import build_runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 
 
 @pytest.fixture

@@ -18,10 +18,10 @@ from turnkeep.api import ApiSettings, LaunchError, LocalLauncher, sessions
 from turnkeep.api.__main__ import resume_unfinished
 from turnkeep.envelope import EnvelopeUnavailableError
 from turnkeep.harness import StartTurnInput, new_op_id, start_turn, turn_result
-from turnkeep.local_owner import record_owner
+from turnkeep.harness.local_owner import record_owner
 from turnkeep.providers.scripted import ScriptedProvider
-from turnkeep.runtime import build_runtime
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.runtime.build import build_runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from turnkeep.api import LaunchError, LocalLauncher, StepFunctionsLauncher
 from turnkeep.harness import StartTurnInput, new_op_id, start_turn, turn_result
 from turnkeep.providers.base import ModelProvider, ModelRequest, StreamEvent
 from turnkeep.providers.scripted import ScriptedProvider
-from turnkeep.runtime import Runtime, build_runtime
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.runtime.build import Runtime, build_runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 
 REGION = "eu-west-1"
 

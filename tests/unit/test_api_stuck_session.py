@@ -17,8 +17,8 @@ from turnkeep.api.__main__ import resume_unfinished
 from turnkeep.api.launch import LocalLauncher
 from turnkeep.harness import run_turn
 from turnkeep.providers.scripted import ScriptedProvider
-from turnkeep.runtime import build_runtime
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.runtime.build import build_runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 
 
 @pytest.fixture

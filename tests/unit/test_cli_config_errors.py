@@ -12,9 +12,9 @@ from tests.support.owners import dead_owner
 from turnkeep import cli
 from turnkeep.envelope import open_envelope_store
 from turnkeep.harness import StartTurnInput, start_turn
-from turnkeep.local_owner import record_owner
-from turnkeep.runtime import build_runtime
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.harness.local_owner import record_owner
+from turnkeep.runtime.build import build_runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 
 
 @pytest.fixture(autouse=True)

@@ -10,9 +10,10 @@ from typing import Any
 import httpx
 import pytest
 
-from turnkeep import cli, cli_remote
-from turnkeep.cli import StreamPrinter
-from turnkeep.cli_remote import RemoteChat, TurnEventRenderer
+from turnkeep import cli
+from turnkeep.cli import remote
+from turnkeep.cli.printer import StreamPrinter
+from turnkeep.cli.remote import RemoteChat, TurnEventRenderer
 
 RID = "op-1:r0"
 
@@ -157,7 +158,7 @@ def _run_chat(api: Handler, lines: str, *argv: str) -> tuple[int, str, str]:
         return client
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(cli_remote, "open_client", open_client)
+        patch.setattr(remote, "open_client", open_client)
         patch.delenv(cli.TOKEN_ENV, raising=False)
         code = cli.run_remote_chat(args, io.StringIO(lines), out, err)
     return code, out.getvalue(), err.getvalue()
@@ -270,7 +271,7 @@ def test_a_turn_that_outlives_the_wall_time_is_left_with_a_message() -> None:
 )
 def test_a_url_that_is_not_an_http_base_url_is_refused_naming_it(url: str) -> None:
     with pytest.raises(ValueError, match="--url must") as info:
-        cli_remote.check_url(url)
+        remote.check_url(url)
     assert repr(url) in str(info.value)
 
 
@@ -285,14 +286,14 @@ def test_token_without_url_is_a_usage_error(capsys: pytest.CaptureFixture[str]) 
 def test_an_api_error_body_of_another_shape_is_shown_with_its_size_not_cut_silently() -> None:
     response = httpx.Response(502, text="x" * 1000)
 
-    error = cli_remote._api_error(response)
+    error = remote._api_error(response)
 
     assert str(error) == "API error 502 http_502: " + "x" * 300 + "... (+700 more characters)"
 
 
 def test_error_bodies_are_read_from_json() -> None:
     body = json.dumps({"error": {"code": "not_found", "message": "session not found"}})
-    error = cli_remote._api_error(httpx.Response(404, content=body))
+    error = remote._api_error(httpx.Response(404, content=body))
 
     assert (error.status, error.code, error.message) == (404, "not_found", "session not found")
 

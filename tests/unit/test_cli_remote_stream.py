@@ -12,12 +12,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from turnkeep.api import LocalDevAuthenticator, LocalLauncher, create_app
-from turnkeep.cli import StreamPrinter
-from turnkeep.cli_remote import RemoteChat
+from turnkeep.cli.printer import StreamPrinter
+from turnkeep.cli.remote import RemoteChat
 from turnkeep.providers.base import ModelRequest, StreamEvent, TextDelta
 from turnkeep.providers.scripted import ScriptedProvider
-from turnkeep.runtime import build_runtime
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.runtime.build import build_runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 
 GATE_TIMEOUT_S = 30.0
 

@@ -8,9 +8,9 @@ import pytest
 
 from turnkeep import cli
 from turnkeep.harness import StartTurnInput, start_turn
-from turnkeep.local_owner import current_owner, record_owner
-from turnkeep.runtime import build_runtime
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.harness.local_owner import current_owner, record_owner
+from turnkeep.runtime.build import build_runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 
 
 @pytest.fixture(autouse=True)

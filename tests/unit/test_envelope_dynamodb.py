@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from tests.support.envelope_stores import EnvelopeBackend, envelope_backend
+from tests.conformance.envelope_backends import EnvelopeBackend, envelope_backend
 from turnkeep.envelope import (
     HOST_META_KEYS,
     EnvelopeConflictError,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.runtime.settings import TurnkeepSettings
 
 
 def test_defaults_are_scripted_model_and_sqlite_in_the_local_dir(
@@ -48,7 +48,7 @@ def test_a_bad_cap_is_rejected_naming_the_setting(monkeypatch: pytest.MonkeyPatc
 def test_the_context_strategy_and_threshold_come_from_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from turnkeep.runtime import limits_from_settings
+    from turnkeep.runtime.build import limits_from_settings
 
     monkeypatch.setenv("TURNKEEP_CONTEXT_STRATEGY", "window")
     monkeypatch.setenv("TURNKEEP_CONTEXT_THRESHOLD", "0.9")

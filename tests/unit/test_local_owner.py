@@ -12,11 +12,10 @@ import pytest
 from tests.support.owners import dead_owner
 from turnkeep.api.launch import LocalLauncher
 from turnkeep.api.serve import resume_unfinished
-from turnkeep.cli_chat import LocalChat, repl
-from turnkeep.cli_print import StreamPrinter
+from turnkeep.cli.chat import LocalChat, repl
+from turnkeep.cli.printer import StreamPrinter
 from turnkeep.harness import StartTurnInput, run_turn, start_turn, turn_result
-from turnkeep.harness.state import load_state
-from turnkeep.local_owner import (
+from turnkeep.harness.local_owner import (
     Owner,
     current_owner,
     inspect_turn,
@@ -24,10 +23,11 @@ from turnkeep.local_owner import (
     owner_alive,
     record_owner,
 )
+from turnkeep.harness.state import load_state
 from turnkeep.providers.base import ModelRequest, StreamEvent
 from turnkeep.providers.scripted import ScriptedProvider
-from turnkeep.runtime import Runtime, build_runtime
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.runtime.build import Runtime, build_runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 
 SID = "s-owned"
 

@@ -1,5 +1,6 @@
 """The package layout tells the architecture: turnkeep's subpackages and root modules import
-each other without cycles (docs/README architecture in the module docstrings)."""
+each other without cycles, the entry points (`api`, `cli`, `aws_lambda`) sit on `runtime`, which
+sits on the engine, and the root keeps only the modules several layers share."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ def import_graph() -> dict[str, set[str]]:
         edges = graph.setdefault(unit, set())
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names: list[str] = []
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if isinstance(node, ast.ImportFrom) and node.module == "turnkeep" and node.level == 0:
+                names = [f"turnkeep.{alias.name}" for alias in node.names]  # from turnkeep import x
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names = [node.module]
             elif isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -54,6 +57,29 @@ def test_turnkeeps_packages_and_root_modules_import_each_other_without_cycles() 
 
     assert {"storage", "envelope", "harness", "providers", "api"} <= set(graph)
     assert _cycles(graph) == []
+
+
+ROOT_MODULES = {"__init__", "aws_clients", "session_ids", "system_prompt"}
+"""Shared by several layers: the AWS client cache (storage, envelope, aws_lambda), the
+session-id rule (storage, envelope, api), the system-prompt fold (providers, notes, harness)."""
+ENGINE = {"storage", "envelope", "providers", "tools", "notes", "harness"}
+ENTRY_POINTS = {"api", "cli", "aws_lambda"}
+
+
+def test_the_root_holds_only_the_shared_modules_and_the_packages() -> None:
+    graph = import_graph()
+
+    assert {unit for unit in graph if (ROOT / f"{unit}.py").is_file()} == ROOT_MODULES
+    assert set(graph) - ROOT_MODULES == {*ENGINE, "runtime", *ENTRY_POINTS}
+
+
+def test_the_engine_never_imports_the_runtime_or_an_entry_point() -> None:
+    graph = import_graph()
+
+    for unit in ENGINE | ROOT_MODULES:
+        assert graph[unit] & {"runtime", *ENTRY_POINTS} == set(), unit
+    assert graph["runtime"] & ENTRY_POINTS == set()
+    assert not any("aws_lambda" in edges for edges in graph.values())  # only functions/ use it
 
 
 def test_the_cycle_check_finds_a_cycle() -> None:

@@ -20,8 +20,8 @@ from tools.sam_local.template import (
     render,
     resolve,
 )
-from turnkeep.runtime import limits_from_settings
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.runtime.build import limits_from_settings
+from turnkeep.runtime.settings import TurnkeepSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPRESS_LIMIT_SECONDS = 300  # an Express execution ends at 5 minutes

@@ -310,8 +310,8 @@ RUNTIME_PYTHON = "python3.12"
 # What the handlers import at cold start (functions/*/app.py).
 HANDLER_IMPORTS = [
     "turnkeep.api",
-    "turnkeep.lambda_runtime",
-    "turnkeep.step_events",
+    "turnkeep.aws_lambda.container",
+    "turnkeep.aws_lambda.step_events",
     "aws_lambda_powertools.metrics",
     "mangum",
     "boto3",

@@ -83,8 +83,8 @@ def _with_endpoint(url: str, endpoint: str) -> str:
 def _start(endpoint: str, names: LocalNames, session_id: str, op_id: str, *, user: str,
            text: str, create_session: bool) -> None:  # fmt: skip
     from turnkeep.harness import StartTurnInput, start_turn
-    from turnkeep.runtime import build_runtime
-    from turnkeep.settings import TurnkeepSettings
+    from turnkeep.runtime.build import build_runtime
+    from turnkeep.runtime.settings import TurnkeepSettings
 
     settings = TurnkeepSettings(
         storage_url=_with_endpoint(names.storage_url, endpoint),

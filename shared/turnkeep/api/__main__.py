@@ -10,8 +10,8 @@ import sys
 from collections.abc import Sequence
 
 from turnkeep.api.serve import DEFAULT_PORT, PortBusyError, ServeOptions, resume_unfinished, serve
-from turnkeep.config_errors import CONFIG_EXIT_STATUS, ConfigError
 from turnkeep.harness.deps import ToolFactory
+from turnkeep.runtime.config_errors import CONFIG_EXIT_STATUS, ConfigError
 
 __all__ = ["build_parser", "main", "resume_unfinished"]
 

@@ -10,7 +10,7 @@ from turnkeep.api.context import ApiContext
 from turnkeep.api.errors import install_error_handlers
 from turnkeep.api.launch import Launcher
 from turnkeep.api.settings import ApiSettings
-from turnkeep.runtime import Runtime
+from turnkeep.runtime.build import Runtime
 
 DESCRIPTION = """Durable AI-agent turns. Every error is `{"error": {"code", "message", "field"?}}`.
 The caller is the `sub` claim of the API Gateway JWT authorizer (locally: `Bearer dev-<user>`).

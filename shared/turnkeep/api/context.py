@@ -17,7 +17,7 @@ from turnkeep.api.settings import ApiSettings
 from turnkeep.envelope import Envelope
 from turnkeep.harness import reconcile_envelope
 from turnkeep.harness.envelope_io import read_ahead
-from turnkeep.runtime import Runtime
+from turnkeep.runtime.build import Runtime
 from turnkeep.session_ids import SESSION_ID_PATTERN
 from turnkeep.storage import Storage, Value
 

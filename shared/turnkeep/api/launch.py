@@ -1,7 +1,7 @@
 """Launchers: what runs a started turn to its end (`start_turn` is already done).
 
 - `LocalLauncher`: `resume_turn` on a bounded in-process thread pool (the local orchestrator),
-  recorded as each turn's owner (`turnkeep.local_owner`) from launch to end.
+  recorded as each turn's owner (`turnkeep.harness.local_owner`) from launch to end.
 - `StepFunctionsLauncher`: one Standard execution per turn, named by the operation id, with input
   ``{"session_id", "op_id", "round": 0}``; starting the same operation twice is a success.
 """
@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Protocol
 
 from turnkeep.harness import HarnessDeps, resume_turn
-from turnkeep.local_owner import (
+from turnkeep.harness.local_owner import (
     TurnFinding,
     forget_owner,
     inspect_turn,

@@ -5,7 +5,8 @@ SQLite storage and envelopes under TURNKEEP_LOCAL_DIR (default ./.local) unless 
 TURNKEEP_MODEL (checked before anything starts), and dev tokens (`Bearer dev-<user>`). The first
 stdout line is always `turnkeep api listening on http://<host>:<port>` (`--port 0` = a free
 port). At start-up, turns left running by a process that is gone are resumed; a turn a live
-process drives (a `turnkeep chat` on the same file) is left alone (`turnkeep.local_owner`).
+process drives (a `turnkeep chat` on the same file) is left alone
+(`turnkeep.harness.local_owner`).
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ from turnkeep.api.app import create_app
 from turnkeep.api.auth import LocalDevAuthenticator
 from turnkeep.api.launch import LaunchError, LocalLauncher
 from turnkeep.api.settings import ApiSettings
-from turnkeep.config_errors import ConfigError, check_model_spec, config_line, load_settings
 from turnkeep.harness.deps import ToolFactory
-from turnkeep.local_owner import inspect_turn, settle_ended
-from turnkeep.runtime import Runtime, open_local_runtime
-from turnkeep.settings import local_settings
+from turnkeep.harness.local_owner import inspect_turn, settle_ended
+from turnkeep.runtime.build import Runtime, open_local_runtime
+from turnkeep.runtime.config_errors import ConfigError, check_model_spec, config_line, load_settings
+from turnkeep.runtime.settings import local_settings
 from turnkeep.storage import open_repository
 from turnkeep.tools.isolation import ProcessPoolRunner
 

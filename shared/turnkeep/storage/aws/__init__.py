@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 from urllib.parse import SplitResult, parse_qs
 
 from turnkeep.aws_clients import shared_client
@@ -54,6 +54,8 @@ def _params(url: SplitResult) -> dict[str, str]:
 def repository_from_url(url: SplitResult) -> AwsRepository:
     """The process-wide repository of the URL (clients and per-session caches are shared)."""
     params = _params(url)
+    # The AWS SDK's own variable, not a turnkeep setting: read at open time, as boto3 reads it,
+    # so a changed endpoint opens another repository (the endpoint is part of its identity).
     endpoint = params.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL") or ""
     region = params.get("region", "")
     prefix = params.get("prefix", "turnkeep")
@@ -62,9 +64,12 @@ def repository_from_url(url: SplitResult) -> AwsRepository:
         repo = _REPOSITORIES.get(ident)
         if repo is None:
             dynamodb: DynamoDBClient = shared_client("dynamodb", region, endpoint)
-            s3: S3Client = shared_client("s3", region, endpoint)
             repo = AwsRepository(
-                params["table"], params["bucket"], prefix, dynamodb_client=dynamodb, s3_client=s3
+                params["table"],
+                params["bucket"],
+                prefix,
+                dynamodb_client=dynamodb,
+                s3_factory=lambda: cast("S3Client", shared_client("s3", region, endpoint)),
             )
             _REPOSITORIES[ident] = repo
         return repo

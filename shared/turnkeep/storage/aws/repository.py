@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -14,6 +15,8 @@ from turnkeep.storage.base import Repository, validate_session_id
 from turnkeep.storage.errors import StorageValidationError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import boto3
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_s3 import S3Client
@@ -22,8 +25,9 @@ if TYPE_CHECKING:
 class AwsRepository(Repository):
     """Sessions in one table (partition per session) with scoped progress in one bucket.
 
-    Clients are injected (`dynamodb_client`, `s3_client`) or made from `session` (default: a
-    new boto3 session), so the same code runs on AWS, moto in-process and moto's server.
+    Clients are injected (`dynamodb_client`, `s3_client` or an `s3_factory` called on first use)
+    or made from `session` (default: a new boto3 session), so the same code runs on AWS, moto
+    in-process and moto's server.
     """
 
     def __init__(
@@ -34,6 +38,7 @@ class AwsRepository(Repository):
         *,
         dynamodb_client: DynamoDBClient | None = None,
         s3_client: S3Client | None = None,
+        s3_factory: Callable[[], S3Client] | None = None,
         session: boto3.session.Session | None = None,
         region_name: str | None = None,
         endpoint_url: str | None = None,
@@ -47,7 +52,7 @@ class AwsRepository(Repository):
         self.table = table
         self.bucket = bucket
         self.objects = keys.ObjectKeys(prefix)
-        if dynamodb_client is None or s3_client is None:
+        if dynamodb_client is None or (s3_client is None and s3_factory is None):
             import boto3  # only here: the shared clients (turnkeep.aws_clients) need no boto3
 
             boto = session or boto3.session.Session()
@@ -57,11 +62,27 @@ class AwsRepository(Repository):
             if endpoint_url:
                 options["endpoint_url"] = endpoint_url
             dynamodb_client = dynamodb_client or boto.client("dynamodb", **options)
-            s3_client = s3_client or boto.client("s3", **options)
+            if s3_client is None and s3_factory is None:
+                s3_factory = functools.partial(boto.client, "s3", **options)
         self.dynamodb: DynamoDBClient = dynamodb_client
-        self.s3: S3Client = s3_client
+        self._s3: S3Client | None = s3_client
+        self._s3_factory = s3_factory
+        self._s3_lock = threading.Lock()
         self._sessions: dict[str, SessionState] = {}
         self._lock = threading.Lock()
+
+    @property
+    def s3(self) -> S3Client:
+        """The S3 client, made on first use from `s3_factory` when none was given: building one
+        costs a cold process tens of milliseconds, and most steps write no object."""
+        client = self._s3
+        if client is None:
+            with self._s3_lock:
+                if self._s3 is None:
+                    assert self._s3_factory is not None  # __init__ sets one of the two
+                    self._s3 = self._s3_factory()
+                client = self._s3
+        return client
 
     def open(self, session_id: str) -> AwsStorage:
         """A handle on `session_id` (no request: the head is read, and any pending retirement

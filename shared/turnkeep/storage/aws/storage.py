@@ -120,7 +120,6 @@ class AwsStorage(Storage):
         self._repo = repo
         self._state = state
         self._ddb = repo.dynamodb
-        self._s3 = repo.s3
         self._table = repo.table
         self._bucket = repo.bucket
         self._pk = keys.session_pk(session_id)
@@ -148,7 +147,7 @@ class AwsStorage(Storage):
         prefix = self._repo.objects.scope_prefix(self.session_id, scope_id)
         marker = pending_marker(boundary, scope_id)
         try:
-            delete_through(self._s3, self._bucket, prefix, boundary)
+            delete_through(self._repo.s3, self._bucket, prefix, boundary)
         except StorageUnavailableError as exc:
             # The boundary already hides these objects; the head keeps the marker, so the
             # next handle that reads the head retries the deletion.
@@ -290,7 +289,7 @@ class AwsStorage(Storage):
         # One object per transaction: S3 PUT is atomic, so there is no torn state. A crash
         # before it leaves a sequence gap, which is legal.
         with aws_call(f"writing scoped transaction {key!r}"):
-            self._s3.put_object(
+            self._repo.s3.put_object(
                 Bucket=self._bucket,
                 Key=key,
                 Body=encode_object(self.session_id, scope.id, writes),
@@ -476,7 +475,7 @@ class AwsStorage(Storage):
         view = ScopeView(scope, boundary)
         prefix = self._repo.objects.scope_prefix(self.session_id, scope.id)
         live: list[str] = []
-        paginator = self._s3.get_paginator("list_objects_v2")
+        paginator = self._repo.s3.get_paginator("list_objects_v2")
         with aws_call(f"listing scope {scope.id!r}"):
             # Names sort by sequence: start after the boundary so retired leftovers are skipped.
             for page in paginator.paginate(
@@ -499,7 +498,7 @@ class AwsStorage(Storage):
     def _fetch(self, scope_id: str, object_keys: list[str]) -> None:
         def get(key: str) -> tuple[str, ObjectWrites]:
             with aws_call(f"reading scoped object {key!r}"):
-                body = self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()
+                body = self._repo.s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()
             writes = decode_object(body, key=key, session_id=self.session_id, scope_id=scope_id)
             return key, writes
 

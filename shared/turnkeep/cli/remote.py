@@ -21,7 +21,7 @@ from urllib.parse import quote, urlsplit
 if TYPE_CHECKING:
     import httpx
 
-    from turnkeep.cli_approvals import Ask
+    from turnkeep.cli.approvals import Ask
 
 CONNECT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 30.0

@@ -25,10 +25,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from turnkeep.harness import HarnessDeps, resume_turn, run_turn
+from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import OperationNotFoundError
 from turnkeep.harness.io import FailTurnInput, TurnResult
-from turnkeep.harness.orchestrator import ToolListener
+from turnkeep.harness.orchestrator import ToolListener, resume_turn, run_turn
 from turnkeep.harness.state import load_record, load_state, validate_op_id
 from turnkeep.harness.steps import EventListener, abort_turn, fail_turn, new_op_id
 from turnkeep.harness.steps.common import settle_envelope

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from turnkeep.runtime import Runtime, build_runtime
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.runtime.build import Runtime, build_runtime
+from turnkeep.runtime.settings import TurnkeepSettings
 
 _LOCK = threading.Lock()
 _RUNTIME: Runtime | None = None

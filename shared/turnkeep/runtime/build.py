@@ -8,7 +8,7 @@ from turnkeep.envelope import EnvelopeStore, open_envelope_store
 from turnkeep.harness import HarnessDeps, HarnessLimits
 from turnkeep.harness.deps import ProviderResolver
 from turnkeep.providers.base import ModelProvider
-from turnkeep.settings import TurnkeepSettings
+from turnkeep.runtime.settings import TurnkeepSettings
 from turnkeep.storage import Storage, open_repository, open_storage
 
 
@@ -93,8 +93,8 @@ def open_local_runtime(
 
     `*_source` name where each URL came from (a variable or a command-line flag) for the line.
     """
-    from turnkeep.config_errors import ConfigError, config_problem
     from turnkeep.envelope import MetaValidationError
+    from turnkeep.runtime.config_errors import ConfigError, config_problem
     from turnkeep.storage import StorageValidationError
 
     try:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TextIO
 
-from turnkeep.cli_print import StreamPrinter
+from turnkeep.cli.printer import StreamPrinter
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,7 +67,7 @@ def local_settings(
 
     Raises ConfigError (one line naming the variable or flag) for any value not accepted.
     """
-    from turnkeep.config_errors import check_model_spec, load_settings
+    from turnkeep.runtime.config_errors import check_model_spec, load_settings
 
     settings = load_settings(TurnkeepSettings)
     update: dict[str, str] = {}

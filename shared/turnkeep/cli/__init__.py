@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import TextIO
 
-from turnkeep import cli_remote
-from turnkeep.cli_chat import TOKEN_ENV, Terminated, run_local_chat, run_remote_chat
-from turnkeep.cli_demo import DEMO_USER, run_demo
-from turnkeep.cli_print import StreamPrinter
-from turnkeep.config_errors import CONFIG_EXIT_STATUS, ConfigError
-from turnkeep.runtime import open_local_runtime
-from turnkeep.settings import local_settings
+from turnkeep.cli import remote
+from turnkeep.cli.chat import TOKEN_ENV, Terminated, run_local_chat, run_remote_chat
+from turnkeep.cli.demo import DEMO_USER, run_demo
+from turnkeep.cli.printer import StreamPrinter
+from turnkeep.runtime.build import open_local_runtime
+from turnkeep.runtime.config_errors import CONFIG_EXIT_STATUS, ConfigError
+from turnkeep.runtime.settings import local_settings
 
 __all__ = ["StreamPrinter", "build_parser", "main", "run_chat", "run_demo"]
 
@@ -49,7 +49,7 @@ def run_chat(args: argparse.Namespace, inp: TextIO, out: TextIO) -> int:
 
 
 def _run_sessions(args: argparse.Namespace, out: TextIO) -> int:
-    from turnkeep.cli_sessions import run_sessions
+    from turnkeep.cli.sessions import run_sessions
 
     runtime = open_local_runtime(local_settings())
     try:
@@ -153,7 +153,7 @@ def _add_chat(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     chat.add_argument(
         "--turn-timeout",
         type=_positive_seconds,
-        default=cli_remote.DEFAULT_TURN_WALL_S,
+        default=remote.DEFAULT_TURN_WALL_S,
         metavar="SECONDS",
         help="with --url: stop waiting for a turn after this long (default %(default)g)",
     )
@@ -228,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--token needs --url (the in-process chat has no API to authenticate to)")
         if args.url is not None:
             try:
-                cli_remote.check_url(args.url)
+                remote.check_url(args.url)
             except ValueError as exc:
                 parser.error(str(exc))
         return run_chat(args, sys.stdin, sys.stdout)
@@ -238,7 +238,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stdout.write("\n")
         return 130
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -2,7 +2,7 @@
 
 Reads the same storage and envelope store as `turnkeep chat` / `serve` (TURNKEEP_STORAGE_URL,
 TURNKEEP_ENVELOPE_URL, default `.local/turnkeep.db`). `show` says who drives a running turn
-(`turnkeep.local_owner`); `delete` refuses while a live process drives one.
+(`turnkeep.harness.local_owner`); `delete` refuses while a live process drives one.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import TextIO
 
 from turnkeep.envelope import EnvelopeConflictError
+from turnkeep.harness.local_owner import TurnFinding, inspect_turn
 from turnkeep.harness.state import STARTABLE_STATUSES
-from turnkeep.local_owner import TurnFinding, inspect_turn
-from turnkeep.runtime import Runtime
+from turnkeep.runtime.build import Runtime
 from turnkeep.storage import open_repository
 
 _DELETE_MARKER = "__deleting__"  # turnkeep.api.views.DELETE_MARKER: one delete protocol

@@ -19,8 +19,9 @@ class StreamPrinter:
     """Prints a turn as it streams: assistant text, tool calls, tool results, notices.
 
     Fed by either source: provider stream events and tool outcomes of an in-process turn
-    (`on_event`, `on_tool`), or the API's turn events through `cli_remote.TurnEventRenderer`
-    (the `ChatOutput` methods `text`, `end_text`, `tool_call`, `tool_result`, `notice`).
+    (`on_event`, `on_tool`), or the API's turn events through
+    `turnkeep.cli.remote.TurnEventRenderer` (the `ChatOutput` methods `text`, `end_text`,
+    `tool_call`, `tool_result`, `notice`).
     """
 
     def __init__(self, out: TextIO) -> None:

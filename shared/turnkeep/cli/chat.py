@@ -12,15 +12,12 @@ import os
 import uuid
 from typing import Protocol, TextIO
 
-from turnkeep import cli_remote
-from turnkeep.cli_approvals import Ask, prompt_asker
-from turnkeep.cli_print import StreamPrinter, describe
+from turnkeep.cli import remote
+from turnkeep.cli.approvals import Ask, prompt_asker
+from turnkeep.cli.printer import StreamPrinter, describe
 from turnkeep.harness import HarnessDeps, TurnConflictError, TurnResult
 from turnkeep.harness.approvals import ApprovalError, ApprovalInvalidError, decide
-from turnkeep.harness.orchestrator import ToolOutcome
-from turnkeep.harness.state import load_call
-from turnkeep.harness.steps import abort_turn, cancel_turn
-from turnkeep.local_owner import (
+from turnkeep.harness.local_owner import (
     TurnFinding,
     drive,
     end_interrupted,
@@ -30,7 +27,10 @@ from turnkeep.local_owner import (
     run_owned_turn,
     settle_ended,
 )
-from turnkeep.runtime import Runtime
+from turnkeep.harness.orchestrator import ToolOutcome
+from turnkeep.harness.state import load_call
+from turnkeep.harness.steps import abort_turn, cancel_turn
+from turnkeep.runtime.build import Runtime
 
 TOKEN_ENV = "TURNKEEP_API_TOKEN"  # nosec B105  # an environment variable name, not a token
 """Bearer token of `chat --url` when `--token` is not given (keeps it out of the process list)."""
@@ -314,16 +314,16 @@ def run_local_chat(args: argparse.Namespace, runtime: Runtime, inp: TextIO, out:
 
 
 class RemoteChatBackend:
-    """The REPL's backend over the HTTP API (`cli_remote.RemoteChat`)."""
+    """The REPL's backend over the HTTP API (`remote.RemoteChat`)."""
 
-    def __init__(self, chat: cli_remote.RemoteChat, printer: StreamPrinter) -> None:
+    def __init__(self, chat: remote.RemoteChat, printer: StreamPrinter) -> None:
         self.chat = chat
         self.printer = printer
 
     def turn(self, text: str) -> None:
         try:
             self.chat.turn(text)
-        except cli_remote.RemoteApiError as exc:
+        except remote.RemoteApiError as exc:
             self.printer.notice(f"[{exc}]")
         except KeyboardInterrupt as exc:
             self.printer.notice(self._cancel_current())
@@ -336,13 +336,13 @@ class RemoteChatBackend:
             return "[interrupted]"
         try:
             return "[interrupted: " + self.chat.cancel(turn_id) + "]"
-        except cli_remote.RemoteApiError as exc:
+        except remote.RemoteApiError as exc:
             return f"[interrupted; the cancel of turn {turn_id} failed: {exc}]"
 
     def notes(self) -> str | None:
         try:
             return self.chat.notes()
-        except cli_remote.RemoteApiError as exc:
+        except remote.RemoteApiError as exc:
             return f"[{exc}]"
 
     def cancel(self) -> str:
@@ -351,7 +351,7 @@ class RemoteChatBackend:
             if turn_id is None:
                 return "[no turn is running]"
             return f"[{self.chat.cancel(turn_id)}]"
-        except cli_remote.RemoteApiError as exc:
+        except remote.RemoteApiError as exc:
             return f"[{exc}]"
 
     def resume(self) -> str | None:
@@ -362,7 +362,7 @@ class RemoteChatBackend:
                 return "[no turn is running]"
             self.printer.notice(f"[following turn {turn_id}]")
             self.chat.follow(turn_id)
-        except cli_remote.RemoteApiError as exc:
+        except remote.RemoteApiError as exc:
             return f"[{exc}]"
         except KeyboardInterrupt as exc:
             said = self._cancel_current()
@@ -377,11 +377,11 @@ def run_remote_chat(args: argparse.Namespace, inp: TextIO, out: TextIO, err: Tex
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
     printer = StreamPrinter(out)
     try:
-        client = cli_remote.open_client(args.url, token=token, user=args.user)
-    except (ValueError, cli_remote.ApiUnreachableError) as exc:
+        client = remote.open_client(args.url, token=token, user=args.user)
+    except (ValueError, remote.ApiUnreachableError) as exc:
         err.write(f"turnkeep chat: {exc}\n")
         return 2
-    chat = cli_remote.RemoteChat(client, printer, turn_wall_s=args.turn_timeout, model=args.model)
+    chat = remote.RemoteChat(client, printer, turn_wall_s=args.turn_timeout, model=args.model)
     chat.ask = prompt_asker(inp, printer)
     try:
         with client:
@@ -389,8 +389,8 @@ def run_remote_chat(args: argparse.Namespace, inp: TextIO, out: TextIO, err: Tex
                 session_id = chat.open_session(args.session)
                 if args.require_approval is not None:
                     chat.require_approval(args.require_approval)
-            except cli_remote.RemoteApiError as exc:
-                hint = cli_remote.url_hint(client, exc)
+            except remote.RemoteApiError as exc:
+                hint = remote.url_hint(client, exc)
                 err.write(f"turnkeep chat: the session could not be opened: {exc}\n")
                 if hint is not None:
                     err.write(f"turnkeep chat: {hint}\n")
@@ -398,7 +398,7 @@ def run_remote_chat(args: argparse.Namespace, inp: TextIO, out: TextIO, err: Tex
             who = "bearer token" if token is not None else f"dev user {args.user}"
             out.write(f"turnkeep chat: session {session_id} at {args.url} ({who})\n")
             repl(inp, out, RemoteChatBackend(chat, printer))
-    except cli_remote.ApiUnreachableError as exc:
+    except remote.ApiUnreachableError as exc:
         printer.end_text()
         err.write(f"turnkeep chat: {exc}\n")
         return 1

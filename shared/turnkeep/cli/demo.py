@@ -1,7 +1,7 @@
 """`turnkeep demo`: a scripted multi-turn conversation on local SQLite, checked as it goes.
 
-Each turn is run by this process as its recorded owner (`turnkeep.local_owner`); an interrupt
-ends the running turn as aborted, so no session is left running.
+Each turn is run by this process as its recorded owner (`turnkeep.harness.local_owner`); an
+interrupt ends the running turn as aborted, so no session is left running.
 """
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import argparse
 import uuid
 from typing import TextIO
 
-from turnkeep.cli_print import StreamPrinter, describe
+from turnkeep.cli.printer import StreamPrinter, describe
 from turnkeep.harness import HarnessDeps, TurnResult
+from turnkeep.harness.local_owner import run_owned_turn
 from turnkeep.harness.state import (
     CHECKPOINT_NS,
     MEMO_NS,
@@ -21,9 +22,8 @@ from turnkeep.harness.state import (
     op_scope,
     response_id,
 )
-from turnkeep.local_owner import run_owned_turn
-from turnkeep.runtime import open_local_runtime
-from turnkeep.settings import local_settings
+from turnkeep.runtime.build import open_local_runtime
+from turnkeep.runtime.settings import local_settings
 
 DEMO_USER = "demo-user"
 DEMO_SCRIPT: tuple[str, ...] = (
