@@ -74,7 +74,9 @@ class AwsRepository(Repository):
     @property
     def s3(self) -> S3Client:
         """The S3 client, made on first use from `s3_factory` when none was given: building one
-        costs a cold process tens of milliseconds, and most steps write no object."""
+        costs a cold process tens of milliseconds, and a process that touches no scoped object
+        (the API's session reads and turn starts) never needs it. Every step that loads a turn's
+        operation scope lists it, so the step functions still build it on their first call."""
         client = self._s3
         if client is None:
             with self._s3_lock:
