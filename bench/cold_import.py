@@ -14,9 +14,9 @@ bytecode, as Lambda's does. Invocations go to a moto server on 127.0.0.1:
 
 Targets (issue #15): step <= 1.5x, API <= 3x its baseline; medians of fresh processes, same run
 (wall time; the CPU columns, user + system, show the same ratio with less of the machine's noise).
-`--smoke` runs 2 processes per case instead of 9, compiled layer only. `--imports` prints the
-heaviest imports (`-X importtime`) of each handler; `--profile` where one cold invocation's time
-goes (cProfile, cumulative, imports included).
+`--smoke` runs 2 processes per case instead of 9 (`--runs` sets it), compiled layer only.
+`--imports` prints the heaviest imports (`-X importtime`) of each handler; `--profile` where one
+cold invocation's time goes (cProfile, cumulative, imports included).
 """
 
 from __future__ import annotations
@@ -362,11 +362,11 @@ def call_profile(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="2 processes per case")
-    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--runs", type=int, help="processes per case (default 9; 2 with --smoke)")
     parser.add_argument("--imports", action="store_true", help="print the heaviest imports")
     parser.add_argument("--profile", action="store_true", help="print a cold invocation's profile")
     args = parser.parse_args()
-    runs = 2 if args.smoke else args.runs
+    runs = args.runs or (2 if args.smoke else 9)
     with tempfile.TemporaryDirectory(prefix="cold-import-") as tmp, moto_server() as endpoint:
         layout = build_layout(Path(tmp))
         fixture = Fixture(endpoint)

@@ -283,7 +283,7 @@ def test_the_endpoint_falls_back_to_aws_endpoint_url(monkeypatch: pytest.MonkeyP
 def test_a_repository_from_a_url_makes_its_s3_client_only_when_an_object_is_written(
     env: Env, sid: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A cold step that writes no object must not pay for building an S3 client.
+    # A cold process that touches no scoped object (the API's reads) never builds an S3 client.
     from turnkeep import aws_clients
 
     monkeypatch.setattr(aws_clients, "_CLIENTS", {})

@@ -12,7 +12,8 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +80,16 @@ class Deployed:
     storage_url: str
     workflow_type: str
     template: dict[str, Any]  # rendered for workflow_type
+
+    @contextmanager
+    def replaced(self, logical_id: str, handler: Callable[..., Any]) -> Iterator[None]:
+        """Inside the block the hosted function `logical_id` runs `handler`; its own code after."""
+        original = self.host.handlers[logical_id]
+        self.host.handlers[logical_id] = handler
+        try:
+            yield
+        finally:
+            self.host.handlers[logical_id] = original
 
 
 def _machine(template: dict[str, Any]) -> dict[str, Any]:
@@ -246,16 +257,12 @@ def test_a_step_that_crashes_is_caught_and_the_turn_fails_honestly_with_its_scop
     deployed: Deployed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     session = "sfn-crash"
-    original = deployed.host.handlers["ToolStepFunction"]
 
     def broken(event: dict[str, Any], context: Any) -> Any:
         raise RuntimeError("disk on fire")
 
-    deployed.host.handlers["ToolStepFunction"] = broken
-    try:
+    with deployed.replaced("ToolStepFunction", broken):
         op_id, output = _run(deployed, session, 'call echo {"text": "x"}')
-    finally:
-        deployed.host.handlers["ToolStepFunction"] = original
 
     assert output["status"] == "failed"
     assert "disk on fire" in output["error"]
@@ -279,11 +286,8 @@ def test_a_retryable_step_failure_is_retried_with_the_same_input(deployed: Deplo
             raise RetryableStepError("StorageConflictError: head moved")
         return original(event, context)
 
-    deployed.host.handlers["FinishTurnFunction"] = flaky
-    try:
+    with deployed.replaced("FinishTurnFunction", flaky):
         _op, output = _run(deployed, session, "hello there")
-    finally:
-        deployed.host.handlers["FinishTurnFunction"] = original
 
     assert output["status"] == "completed"
     finish_calls = [c for c in deployed.host.calls if c[0] == "FinishTurnFunction"]
@@ -476,11 +480,8 @@ def test_a_cancel_during_the_tool_batch_ends_the_execution_in_turn_already_ended
         cancel_turn(container.runtime().deps, event["session_id"], event["op_id"])
         return original(event, context)
 
-    deployed.host.handlers["ToolStepFunction"] = cancel_then_run
-    try:
+    with deployed.replaced("ToolStepFunction", cancel_then_run):
         op_id, output = _run(deployed, session, 'call echo {"text": "never run"}')
-    finally:
-        deployed.host.handlers["ToolStepFunction"] = original
 
     assert output["model"]["next"] == "done"
     assert output["model"]["status"] == "aborted"
@@ -542,11 +543,8 @@ def test_an_unknown_next_action_fails_the_turn_instead_of_ending_the_execution_s
     def garbled(event: dict[str, Any], context: Any) -> Any:
         return {**original(event, context), "next": "teleport"}
 
-    deployed.host.handlers["ModelStepFunction"] = garbled
-    try:
+    with deployed.replaced("ModelStepFunction", garbled):
         op_id, output = _run(deployed, session, "hello")
-    finally:
-        deployed.host.handlers["ModelStepFunction"] = original
 
     assert output["status"] == "failed"
     assert "UnknownNextAction" in output["error"]
@@ -597,16 +595,12 @@ def test_every_aws_call_of_each_function_is_allowed_by_its_template_policy(
             deployed, "iam-tools", 'call calculator {"expression": "1+1"}\ncall echo {"text": "a"}'
         )
         _run(deployed, "iam-tools", "remember the IAM test ran")
-        original = deployed.host.handlers["ToolStepFunction"]
 
         def broken(event: dict[str, Any], context: Any) -> Any:
             raise RuntimeError("tool host unreachable")
 
-        deployed.host.handlers["ToolStepFunction"] = broken
-        try:
+        with deployed.replaced("ToolStepFunction", broken):
             _run(deployed, "iam-crash", 'call echo {"text": "x"}')
-        finally:
-            deployed.host.handlers["ToolStepFunction"] = original
 
         api = load_function_module("api")
 

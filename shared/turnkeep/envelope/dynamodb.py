@@ -19,7 +19,6 @@ reads and writes only `sk = "ENVELOPE"`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -44,6 +43,7 @@ from turnkeep.envelope.errors import (
 )
 from turnkeep.envelope.model import Envelope, MetaScalar
 from turnkeep.storage.attached import AttachedKey, AttachedUpdate
+from turnkeep.storage.aws.batches import UnprocessedError, batch_get
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -51,8 +51,6 @@ if TYPE_CHECKING:
 ENVELOPE_SK = "ENVELOPE"
 META_PREFIX = "m_"
 OWNER_INDEX = "gsi1"
-_BATCH_GET_MAX = 100
-_UNPROCESSED_ATTEMPTS = 8
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 
 
@@ -216,26 +214,9 @@ class DynamoEnvelopeStore(EnvelopeStore):
     def _list_owner(self, owner_id: str) -> list[RawEnvelope]:
         try:
             wanted = list(self._owner_session_keys(owner_id))
-            found: list[RawEnvelope] = []
-            for start in range(0, len(wanted), _BATCH_GET_MAX):
-                found += self._batch_get(wanted[start : start + _BATCH_GET_MAX])
-        except (ClientError, BotoCoreError) as exc:
+            return [_raw(item) for item in batch_get(self.client, self.table, wanted)]
+        except (ClientError, BotoCoreError, UnprocessedError) as exc:
             raise _unavailable("Query/BatchGetItem", exc) from exc
-        return found
-
-    def _batch_get(self, batch: Sequence[dict[str, Any]]) -> list[RawEnvelope]:
-        request: dict[str, Any] = {self.table: {"Keys": list(batch), "ConsistentRead": True}}
-        found: list[RawEnvelope] = []
-        for attempt in range(_UNPROCESSED_ATTEMPTS):
-            resp = self.client.batch_get_item(RequestItems=request)
-            found += [_raw(item) for item in resp.get("Responses", {}).get(self.table, [])]
-            request = dict(resp.get("UnprocessedKeys") or {})
-            if not request:
-                return found
-            time.sleep(min(0.05 * 2**attempt, 1.0))  # throttled: back off before re-asking
-        raise EnvelopeUnavailableError(
-            f"DynamoDB BatchGetItem left keys unprocessed after {_UNPROCESSED_ATTEMPTS} attempts"
-        )
 
     # -- writes ----------------------------------------------------------------------------------
 

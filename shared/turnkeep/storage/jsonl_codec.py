@@ -10,14 +10,21 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring
-from typing import Any, Final
+from typing import Any, Final, assert_never
 
-from turnkeep.storage.addresses import Value, ValueList
+from turnkeep.storage.jsonvalue import dump_compact
 from turnkeep.storage.scopes import (
     EphemeralScope,
     Scope,
     quote_scope_id,
     validate_scope_id,
+)
+from turnkeep.storage.write_codec import (
+    RECORD_KINDS,
+    WriteFormatError,
+    decode_record_write,
+    encode_record_write,
+    text_field,
 )
 from turnkeep.storage.writes import (
     AppendList,
@@ -34,18 +41,12 @@ from turnkeep.storage.writes import (
 
 FORMAT_VERSION: Final = 4
 STORAGE_VERSION: Final = 1
-_SCOPED_KINDS: Final = frozenset({"set", "delete", "append", "delete_list"})
 
 
 class RecordError(ValueError):
     """A line is not a valid header or record; the reader adds the file and line number."""
 
 
-# Same canonical form as jsonvalue.dump_json, so replayed values equal committed ones; built once
-# because json.dumps with options constructs an encoder per call (a third of reopen time).
-_dump = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-dump_compact: Final = _dump
-"""Compact JSON text of a JSON value (the form every line and snapshot is written in)."""
 _raw_decode = json.JSONDecoder().raw_decode
 
 
@@ -61,7 +62,7 @@ def encode_session_header(session_id: str, next_seq: int) -> bytes:
         "storageVersion": STORAGE_VERSION,
         "nextSeq": next_seq,
     }
-    return (_dump(header) + "\n").encode("utf-8")
+    return (dump_compact(header) + "\n").encode("utf-8")
 
 
 def encode_scope_header(session_id: str, scope_id: str) -> bytes:
@@ -73,7 +74,7 @@ def encode_scope_header(session_id: str, scope_id: str) -> bytes:
         "scopeId": scope_id,
         "storageVersion": STORAGE_VERSION,
     }
-    return (_dump(header) + "\n").encode("utf-8")
+    return (dump_compact(header) + "\n").encode("utf-8")
 
 
 def _load_object(line: bytes) -> dict[str, Any]:
@@ -134,36 +135,22 @@ def parse_scope_header(line: bytes, session_id: str, quoted_scope_id: str) -> st
 # -- transaction records ------------------------------------------------------------------------
 
 
-def _address_fields(kind: str, address: Value | ValueList) -> str:
-    return (
-        f'{{"kind":"{kind}","ns":{encode_basestring(address.namespace)},'
-        f'"key":{encode_basestring(address.key)}'
-    )
-
-
 def _encode_write(write: Write) -> str:
-    if isinstance(write, SetValue):
-        return _address_fields("set", write.address) + f',"value":{write.value_json}}}'
-    if isinstance(write, AppendList):
-        text = _address_fields("append", write.address) + f',"value":{write.element_json}'
-        if write.tag is not None:
-            text += f',"tag":{encode_basestring(write.tag)}'
-        return text + "}"
-    if isinstance(write, DeleteValue):
-        return _address_fields("delete", write.address) + "}"
-    if isinstance(write, DeleteList):
-        return _address_fields("delete_list", write.address) + "}"
-    if isinstance(write, RetireScope):
-        return f'{{"kind":"scope","op":"retire","scopeId":{encode_basestring(write.scope.id)}}}'
-    if isinstance(write, InsertEntry):
-        parent = "null" if write.parent_id is None else encode_basestring(write.parent_id)
-        return (
-            f'{{"kind":"entry","id":{encode_basestring(write.id)},"parentId":{parent},'
-            f'"type":{encode_basestring(write.type)},"data":{write.data_json}}}'
-        )
-    if isinstance(write, InsertUsage):
-        return f'{{"kind":"usage","row":{_dump(write.row.to_json())}}}'
-    raise TypeError(f"unknown write {write!r}")  # pragma: no cover - build_transaction guards
+    match write:
+        case SetValue() | DeleteValue() | AppendList() | DeleteList():
+            return encode_record_write(write)
+        case RetireScope():
+            return f'{{"kind":"scope","op":"retire","scopeId":{encode_basestring(write.scope.id)}}}'
+        case InsertEntry():
+            parent = "null" if write.parent_id is None else encode_basestring(write.parent_id)
+            return (
+                f'{{"kind":"entry","id":{encode_basestring(write.id)},"parentId":{parent},'
+                f'"type":{encode_basestring(write.type)},"data":{write.data_json}}}'
+            )
+        case InsertUsage():
+            return f'{{"kind":"usage","row":{dump_compact(write.row.to_json())}}}'
+        case _:
+            assert_never(write)
 
 
 def encode_transaction(txn: Transaction, seqs: Sequence[int], ts: int) -> bytes:
@@ -220,45 +207,31 @@ def parse_record(line: bytes) -> Record:
     return Record(seqs, scope_id, obj)
 
 
-def _text(item: dict[str, Any], name: str) -> str:
-    found = item.get(name)
-    if not isinstance(found, str):
-        raise RecordError(f"write field {name!r} must be a string, got {found!r}")
-    return found
-
-
 def _decode_write(item: object, scope: Scope) -> Write:
     if not isinstance(item, dict):
         raise RecordError(f"a write must be a JSON object, got {item!r}")
     kind = item.get("kind")
-    if kind in _SCOPED_KINDS:
-        ns, key = _text(item, "ns"), _text(item, "key")
-        if kind == "set":
-            return SetValue(Value(ns, key, scope), _dump(item["value"]))
-        if kind == "append":
-            tag = item.get("tag")
-            if tag is not None and (not isinstance(tag, str) or tag == ""):
-                raise RecordError(f"list tag must be a non-empty string, got {tag!r}")
-            return AppendList(ValueList(ns, key, scope), _dump(item["value"]), tag)
-        if kind == "delete":
-            return DeleteValue(Value(ns, key, scope))
-        return DeleteList(ValueList(ns, key, scope))
+    if kind in RECORD_KINDS:
+        return decode_record_write(item, scope)
     if isinstance(scope, EphemeralScope):
         raise RecordError(f"write kind {kind!r} is not allowed in a scoped transaction")
-    if kind == "scope":
-        if item.get("op") != "retire":
-            raise RecordError(f"unknown scope op {item.get('op')!r}")
-        return RetireScope(EphemeralScope(validate_scope_id(item.get("scopeId"))))
-    if kind == "entry":
-        parent = item.get("parentId")
-        if parent is not None and not isinstance(parent, str):
-            raise RecordError(f"entry parentId must be a string or null, got {parent!r}")
-        return InsertEntry(_text(item, "id"), parent, _text(item, "type"), _dump(item["data"]))
-    if kind == "usage":
-        row = item.get("row")
-        if not isinstance(row, dict):
-            raise RecordError(f"usage row must be an object, got {row!r}")
-        return InsertUsage(UsageRow.from_json(row))
+    match kind:
+        case "scope":
+            if item.get("op") != "retire":
+                raise RecordError(f"unknown scope op {item.get('op')!r}")
+            return RetireScope(EphemeralScope(validate_scope_id(item.get("scopeId"))))
+        case "entry":
+            parent = item.get("parentId")
+            if parent is not None and not isinstance(parent, str):
+                raise RecordError(f"entry parentId must be a string or null, got {parent!r}")
+            return InsertEntry(
+                text_field(item, "id"), parent, text_field(item, "type"), dump_compact(item["data"])
+            )
+        case "usage":
+            row = item.get("row")
+            if not isinstance(row, dict):
+                raise RecordError(f"usage row must be an object, got {row!r}")
+            return InsertUsage(UsageRow.from_json(row))
     raise RecordError(f"unknown write kind {kind!r}")
 
 
@@ -268,6 +241,8 @@ def decode_writes(record: Record, scope: Scope) -> list[Write]:
         return [_decode_write(item, scope) for item in record.body["writes"]]
     except RecordError:
         raise
+    except WriteFormatError as exc:
+        raise RecordError(str(exc)) from exc
     except (KeyError, TypeError, ValueError) as exc:
         # KeyError: missing "value"/"data"; ValueError: NaN or an invalid scope id.
         raise RecordError(f"malformed write: {exc!r}") from exc

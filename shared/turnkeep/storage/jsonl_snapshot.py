@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from turnkeep.storage.jsonl_codec import dump_compact
+from turnkeep.storage.jsonvalue import dump_compact
 from turnkeep.storage.memory_state import EntryTable, MemoryState, PhysKey
 from turnkeep.storage.records import StorageStats
 from turnkeep.storage.scopes import SESSION_SCOPE, scope_key

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import json
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 from turnkeep.storage.errors import StorageValidationError
 
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
+
+# The same canonical form as dump_json, so replayed values equal committed ones; built once
+# because json.dumps with options constructs an encoder per call (a third of JSONL reopen time).
+dump_compact: Final = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False
+).encode
+"""Compact JSON text of a JSON value (the form every stored line and snapshot is written in)."""
 
 
 def dump_json(value: object, *, what: str) -> str:

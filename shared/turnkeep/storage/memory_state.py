@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import threading
 from dataclasses import dataclass, field, replace
+from typing import assert_never
 
 from turnkeep.storage.addresses import Value, ValueList
 from turnkeep.storage.jsonvalue import load_json, load_json_many
@@ -28,6 +29,7 @@ from turnkeep.storage.writes import (
     SetValue,
     Transaction,
     UsageRow,
+    Write,
     missing_parents,
 )
 
@@ -166,30 +168,31 @@ class MemoryState:
         self.next_seq = max(self.next_seq, first_seq + len(txn.writes))
         return seqs
 
-    def apply_write(self, write: object, seq: int) -> None:
+    def apply_write(self, write: Write, seq: int) -> None:
         """Apply one committed write (used by replay too)."""
-        if isinstance(write, SetValue):
-            self.values[_phys(write.address)] = (write.value_json, seq)
-        elif isinstance(write, DeleteValue):
-            self.values.pop(_phys(write.address), None)
-        elif isinstance(write, AppendList):
-            self.lists.setdefault(_phys(write.address), []).append(
-                (seq, write.element_json, write.tag)
-            )
-        elif isinstance(write, DeleteList):
-            self.lists.pop(_phys(write.address), None)
-        elif isinstance(write, RetireScope):
-            self.retire(write.scope.id)
-        elif isinstance(write, InsertEntry):
-            self.entries.add(write.id, write.parent_id, write.type, write.data_json, seq)
-            self._new_entries += 1
-            if write.type == MESSAGE_ENTRY_TYPE:
-                self._new_messages += 1
-        elif isinstance(write, InsertUsage):
-            self.usage.append(write.row)
-            self._stats = self.stats.with_usage(write.row)
-        else:  # pragma: no cover - build_transaction admits only the types above
-            raise TypeError(f"unknown write {write!r}")
+        match write:
+            case SetValue():
+                self.values[_phys(write.address)] = (write.value_json, seq)
+            case DeleteValue():
+                self.values.pop(_phys(write.address), None)
+            case AppendList():
+                self.lists.setdefault(_phys(write.address), []).append(
+                    (seq, write.element_json, write.tag)
+                )
+            case DeleteList():
+                self.lists.pop(_phys(write.address), None)
+            case RetireScope():
+                self.retire(write.scope.id)
+            case InsertEntry():
+                self.entries.add(write.id, write.parent_id, write.type, write.data_json, seq)
+                self._new_entries += 1
+                if write.type == MESSAGE_ENTRY_TYPE:
+                    self._new_messages += 1
+            case InsertUsage():
+                self.usage.append(write.row)
+                self._stats = self.stats.with_usage(write.row)
+            case _:
+                assert_never(write)
 
     def retire(self, scope_id: str) -> None:
         """Delete every value and list of ephemeral scope `scope_id`."""

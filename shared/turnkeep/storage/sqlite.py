@@ -27,7 +27,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import groupby
-from typing import Final, Literal, TypeVar
+from typing import Final, Literal, TypeVar, assert_never
 from urllib.parse import SplitResult, parse_qs
 
 from turnkeep.storage.addresses import Value, ValueList
@@ -419,67 +419,54 @@ class SqliteStorage(Storage):
         """Apply the writes in order; runs of one write kind go to the driver as one batch."""
         sid = self.session_id
         pairs: Iterable[tuple[Write, int]] = zip(txn.writes, seqs, strict=True)
-        for kind, run in groupby(pairs, key=lambda pair: type(pair[0])):
+        for _, run in groupby(pairs, key=lambda pair: type(pair[0])):
             batch = list(run)
-            if kind is SetValue:
-                conn.executemany(
-                    _SQL_SET,
-                    [
-                        (*_row_key(sid, w.address), s, w.value_json)
-                        for w, s in _typed(batch, SetValue)
-                    ],
-                )
-            elif kind is DeleteValue:
-                conn.executemany(
-                    _SQL_DELETE_VALUE,
-                    [_row_key(sid, w.address) for w, _ in _typed(batch, DeleteValue)],
-                )
-            elif kind is AppendList:
-                conn.executemany(
-                    _SQL_APPEND,
-                    [
-                        (*_row_key(sid, w.address), s, w.element_json, w.tag)
-                        for w, s in _typed(batch, AppendList)
-                    ],
-                )
-            elif kind is DeleteList:
-                conn.executemany(
-                    _SQL_DELETE_LIST,
-                    [_row_key(sid, w.address) for w, _ in _typed(batch, DeleteList)],
-                )
-            elif kind is RetireScope:
-                for retirement, _ in _typed(batch, RetireScope):
-                    self._retire(conn, retirement.scope.id)
-            elif kind is InsertEntry:
-                entries = _typed(batch, InsertEntry)
-                conn.executemany(
-                    _SQL_INSERT_ENTRY,
-                    [(sid, e.id, e.parent_id, e.type, e.data_json, s) for e, s in entries],
-                )
-                for entry, _ in entries:
-                    stats = stats.with_entry(entry.type)
-            elif kind is InsertUsage:
-                rows = _typed(batch, InsertUsage)
-                conn.executemany(
-                    _SQL_INSERT_USAGE,
-                    [
-                        (
-                            sid,
-                            s,
-                            u.row.input_tokens,
-                            u.row.output_tokens,
-                            u.row.cache_read_tokens,
-                            u.row.cache_write_tokens,
-                            float(u.row.cost_usd),
-                            u.row.model,
-                        )
-                        for u, s in rows
-                    ],
-                )
-                for usage, _ in rows:
-                    stats = stats.with_usage(usage.row)
-            else:  # pragma: no cover - build_transaction admits only the kinds above
-                raise TypeError(f"unknown write kind {kind!r}")
+            first = batch[0][0]
+            match first:
+                case SetValue():
+                    conn.executemany(
+                        _SQL_SET,
+                        [
+                            (*_row_key(sid, w.address), s, w.value_json)
+                            for w, s in _typed(batch, SetValue)
+                        ],
+                    )
+                case DeleteValue():
+                    conn.executemany(
+                        _SQL_DELETE_VALUE,
+                        [_row_key(sid, w.address) for w, _ in _typed(batch, DeleteValue)],
+                    )
+                case AppendList():
+                    conn.executemany(
+                        _SQL_APPEND,
+                        [
+                            (*_row_key(sid, w.address), s, w.element_json, w.tag)
+                            for w, s in _typed(batch, AppendList)
+                        ],
+                    )
+                case DeleteList():
+                    conn.executemany(
+                        _SQL_DELETE_LIST,
+                        [_row_key(sid, w.address) for w, _ in _typed(batch, DeleteList)],
+                    )
+                case RetireScope():
+                    for retirement, _ in _typed(batch, RetireScope):
+                        self._retire(conn, retirement.scope.id)
+                case InsertEntry():
+                    entries = _typed(batch, InsertEntry)
+                    conn.executemany(
+                        _SQL_INSERT_ENTRY,
+                        [(sid, e.id, e.parent_id, e.type, e.data_json, s) for e, s in entries],
+                    )
+                    for entry, _ in entries:
+                        stats = stats.with_entry(entry.type)
+                case InsertUsage():
+                    rows = _typed(batch, InsertUsage)
+                    conn.executemany(_SQL_INSERT_USAGE, [_usage_params(sid, u, s) for u, s in rows])
+                    for usage, _ in rows:
+                        stats = stats.with_usage(usage.row)
+                case _:
+                    assert_never(first)
         return stats
 
     def _retire(self, conn: sqlite3.Connection, scope_id: str) -> None:
@@ -613,6 +600,21 @@ class SqliteStorage(Storage):
 def _row_key(session_id: str, address: Value | ValueList) -> tuple[str, str, str, str]:
     """(session_id, scope_id, namespace, key): the primary-key prefix of value and list rows."""
     return (session_id, scope_key(address.scope), address.namespace, address.key)
+
+
+def _usage_params(session_id: str, usage: InsertUsage, seq: int) -> tuple[object, ...]:
+    """Parameters of _SQL_INSERT_USAGE for one row."""
+    row = usage.row
+    return (
+        session_id,
+        seq,
+        row.input_tokens,
+        row.output_tokens,
+        row.cache_read_tokens,
+        row.cache_write_tokens,
+        float(row.cost_usd),
+        row.model,
+    )
 
 
 def _typed(batch: list[tuple[Write, int]], kind: type[_W]) -> list[tuple[_W, int]]:

@@ -145,8 +145,9 @@ class InsertUsage:
 Write = SetValue | DeleteValue | AppendList | DeleteList | RetireScope | InsertEntry | InsertUsage
 ScopedWrite = SetValue | DeleteValue | AppendList | DeleteList
 
-_SCOPED_TYPES = (SetValue, DeleteValue, AppendList, DeleteList)
-_ALL_TYPES = (*_SCOPED_TYPES, RetireScope, InsertEntry, InsertUsage)
+SCOPED_WRITE_TYPES = (SetValue, DeleteValue, AppendList, DeleteList)
+"""The classes of ScopedWrite, for isinstance."""
+_ALL_TYPES = (*SCOPED_WRITE_TYPES, RetireScope, InsertEntry, InsertUsage)
 
 
 def _require(addr: object, kind: type[Value] | type[ValueList], fn: str) -> None:
@@ -252,7 +253,7 @@ class Transaction:
 
 def write_scope(write: Write) -> Scope:
     """The scope a write belongs to (retirement, entries and usage are session-scoped)."""
-    if isinstance(write, _SCOPED_TYPES):
+    if isinstance(write, SCOPED_WRITE_TYPES):
         return write.address.scope
     return SESSION_SCOPE
 

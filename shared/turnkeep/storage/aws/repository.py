@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import functools
 import threading
-import time
 from typing import TYPE_CHECKING, Any
 
 from turnkeep.storage.aws import keys
+from turnkeep.storage.aws.batches import batch_write
 from turnkeep.storage.aws.cleanup import delete_all
 from turnkeep.storage.aws.codec import get_s, s
 from turnkeep.storage.aws.storage import AwsStorage, SessionState, aws_call
@@ -74,7 +74,9 @@ class AwsRepository(Repository):
     @property
     def s3(self) -> S3Client:
         """The S3 client, made on first use from `s3_factory` when none was given: building one
-        costs a cold process tens of milliseconds, and most steps write no object."""
+        costs a cold process tens of milliseconds, and a process that touches no scoped object
+        (the API's session reads and turn starts) never needs it. Every step that loads a turn's
+        operation scope lists it, so the step functions still build it on their first call."""
         client = self._s3
         if client is None:
             with self._s3_lock:
@@ -110,13 +112,8 @@ class AwsRepository(Repository):
             "ExpressionAttributeValues": {":g": s(keys.SESSIONS_GSI_PK)},
         }
         with aws_call("listing sessions"):
-            while True:
-                page = self.dynamodb.query(**request)
+            for page in self.dynamodb.get_paginator("query").paginate(**request):
                 found.update(get_s(item, "gsi1sk") for item in page.get("Items", []))
-                last = page.get("LastEvaluatedKey")
-                if not last:
-                    break
-                request["ExclusiveStartKey"] = last
         return sorted(found)
 
     def delete_session(self, session_id: str) -> None:
@@ -137,32 +134,16 @@ class AwsRepository(Repository):
             "ConsistentRead": True,
         }
         with aws_call(f"deleting session {session_id!r}"):
-            while True:
-                page = self.dynamodb.query(**request)
+            for page in self.dynamodb.get_paginator("query").paginate(**request):
                 sort_keys.extend(get_s(item, "sk") for item in page.get("Items", []))
-                last = page.get("LastEvaluatedKey")
-                if not last:
-                    break
-                request["ExclusiveStartKey"] = last
             sort_keys.sort(key=lambda sk: sk == keys.HEAD_SK)  # head last
-            for start in range(0, len(sort_keys), 25):
-                batch = [
-                    {"DeleteRequest": {"Key": {"pk": s(pk), "sk": s(sk)}}}
-                    for sk in sort_keys[start : start + 25]
-                ]
-                self._batch_write(batch)
+            batch_write(
+                self.dynamodb,
+                self.table,
+                [{"DeleteRequest": {"Key": {"pk": s(pk), "sk": s(sk)}}} for sk in sort_keys],
+            )
         with self._lock:
             state = self._sessions.get(session_id)
         if state is not None:
             with state.lock:
                 state.forget()
-
-    def _batch_write(self, requests: list[dict[str, Any]]) -> None:
-        pending: dict[str, Any] = {self.table: requests}
-        attempt = 0
-        while pending:
-            result = self.dynamodb.batch_write_item(RequestItems=pending)
-            pending = dict(result.get("UnprocessedItems") or {})
-            if pending:
-                attempt += 1
-                time.sleep(min(0.5, 0.01 * 2**attempt))

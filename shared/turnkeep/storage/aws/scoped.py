@@ -5,60 +5,37 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from turnkeep.storage.addresses import Value, ValueList
 from turnkeep.storage.errors import StorageCorruptionError
 from turnkeep.storage.memory_state import MemoryState
 from turnkeep.storage.scopes import EphemeralScope
-from turnkeep.storage.writes import AppendList, DeleteList, DeleteValue, SetValue, Write
+from turnkeep.storage.write_codec import (
+    UnknownWriteError,
+    decode_object_write,
+    encode_object_write,
+)
+from turnkeep.storage.writes import SCOPED_WRITE_TYPES, Write
 
 ObjectWrites = list[dict[str, Any]]
 """The writes of one scoped-transaction object, each with its sequence."""
-
-
-_OPS: dict[type, str] = {
-    SetValue: "set",
-    DeleteValue: "del",
-    AppendList: "append",
-    DeleteList: "del_list",
-}
 
 
 def object_writes(writes: tuple[Write, ...], seqs: tuple[int, ...]) -> ObjectWrites:
     """Serializable form of a validated ephemeral transaction (value/list writes only)."""
     out: ObjectWrites = []
     for write, seq in zip(writes, seqs, strict=True):
-        if not isinstance(write, (SetValue, DeleteValue, AppendList, DeleteList)):
+        if not isinstance(write, SCOPED_WRITE_TYPES):
             raise TypeError(f"{write!r} cannot be part of an ephemeral transaction")
-        item: dict[str, Any] = {
-            "op": _OPS[type(write)],
-            "ns": write.address.namespace,
-            "key": write.address.key,
-            "seq": seq,
-        }
-        if isinstance(write, SetValue):
-            item["v"] = write.value_json
-        elif isinstance(write, AppendList):
-            item["v"] = write.element_json
-            if write.tag is not None:
-                item["tag"] = write.tag
-        out.append(item)
+        out.append(encode_object_write(write, seq))
     return out
 
 
 def _to_write(raw: dict[str, Any], scope: EphemeralScope, key: str) -> tuple[Write, int]:
     try:
-        op, ns, k, seq = raw["op"], raw["ns"], raw["key"], int(raw["seq"])
-        if op == "set":
-            return SetValue(Value(ns, k, scope), raw["v"]), seq
-        if op == "del":
-            return DeleteValue(Value(ns, k, scope)), seq
-        if op == "append":
-            return AppendList(ValueList(ns, k, scope), raw["v"], raw.get("tag")), seq
-        if op == "del_list":
-            return DeleteList(ValueList(ns, k, scope)), seq
+        return decode_object_write(raw, scope)
+    except UnknownWriteError as exc:
+        raise StorageCorruptionError(f"scoped object {key!r} holds {exc}") from exc
     except (KeyError, TypeError, ValueError) as exc:
         raise StorageCorruptionError(f"scoped object {key!r} holds a malformed write") from exc
-    raise StorageCorruptionError(f"scoped object {key!r} holds unknown write op {op!r}")
 
 
 @dataclass

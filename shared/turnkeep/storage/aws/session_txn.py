@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 
-from turnkeep.storage.addresses import Value
+from turnkeep.storage.addresses import Value, ValueList
 from turnkeep.storage.aws import keys
 from turnkeep.storage.aws.codec import (
     MAX_TRANSACTION_ACTIONS,
@@ -20,6 +20,7 @@ from turnkeep.storage.aws.codec import (
 )
 from turnkeep.storage.aws.head import LAST_SEQ, PENDING, STATS, Head, pending_marker
 from turnkeep.storage.errors import EntryConflictError, StorageValidationError
+from turnkeep.storage.records import StorageStats
 from turnkeep.storage.writes import (
     AppendList,
     DeleteList,
@@ -65,6 +66,109 @@ def _check_sort_key(sk: str, what: str) -> str:
     return sk
 
 
+@dataclass
+class _Items:
+    """The items one session transaction puts (folded per sort key) and the checks it makes."""
+
+    pk: str
+    stats: StorageStats
+    entry_ids: frozenset[str]
+    """Every entry id of the transaction: a parent among them that is not yet inserted comes
+    later in the same transaction."""
+    puts: dict[str, Item | None] = field(default_factory=dict)
+    """sk -> item to put, None = delete."""
+    conditions: dict[str, tuple[str, ActionMeta]] = field(default_factory=dict)
+    """sk -> (condition, meta)."""
+    retired: dict[str, int] = field(default_factory=dict)
+    inserted: set[str] = field(default_factory=set)
+
+    def _addressed(self, sk: str, address: Value | ValueList) -> Item:
+        """The key and address attributes of a value, list element or tombstone item."""
+        return {"pk": s(self.pk), "sk": s(sk), "ns": s(address.namespace), "key": s(address.key)}
+
+    def set_value(self, write: SetValue, seq: int) -> None:
+        """Put the value item."""
+        addr = write.address
+        check_payload(write.value_json, what=f"the value for {addr}")
+        sk = _check_sort_key(keys.value_sk(addr.namespace, addr.key), str(addr))
+        self.puts[sk] = {**self._addressed(sk, addr), "v": s(write.value_json), "seq": n(seq)}
+
+    def delete_value(self, write: DeleteValue) -> None:
+        """Delete the value item."""
+        addr = write.address
+        self.puts[_check_sort_key(keys.value_sk(addr.namespace, addr.key), str(addr))] = None
+
+    def append_list(self, write: AppendList, seq: int) -> None:
+        """Put one list element item."""
+        laddr = write.address
+        check_payload(write.element_json, what=f"the element for {laddr}")
+        sk = _check_sort_key(keys.list_element_sk(laddr.namespace, laddr.key, seq), str(laddr))
+        item = {**self._addressed(sk, laddr), "v": s(write.element_json), "seq": n(seq)}
+        if write.tag is not None:
+            item["tag"] = s(write.tag)
+        self.puts[sk] = item
+
+    def delete_list(self, write: DeleteList, seq: int) -> None:
+        """Put the list's tombstone, dropping the elements appended earlier in the transaction."""
+        laddr = write.address
+        prefix = keys.list_prefix(laddr.namespace, laddr.key)
+        for earlier in [k for k in self.puts if k.startswith(prefix)]:
+            del self.puts[earlier]  # appended and deleted in this transaction: never visible
+        sk = _check_sort_key(keys.list_tombstone_sk(laddr.namespace, laddr.key), str(laddr))
+        self.puts[sk] = {**self._addressed(sk, laddr), "deleted_through": n(seq)}
+
+    def retire_scope(self, write: RetireScope, seq: int) -> None:
+        """Put the scope's retirement boundary."""
+        scope_id = write.scope.id
+        sk = keys.retirement_sk(scope_id)
+        self.puts[sk] = {"pk": s(self.pk), "sk": s(sk), "scope": s(scope_id), "seq": n(seq)}
+        self.retired[scope_id] = seq
+
+    def insert_entry(self, write: InsertEntry, seq: int) -> None:
+        """Put the entry and its id index item, conditioned on a new id and an existing parent."""
+        check_payload(write.data_json, what=f"the data of entry {write.id!r}")
+        index_sk = _check_sort_key(keys.entry_index_sk(write.id), f"entry id {write.id!r}")
+        if write.parent_id is not None and write.parent_id not in self.inserted:
+            if write.parent_id in self.entry_ids:
+                raise EntryConflictError(
+                    f"entry {write.id!r} names parent {write.parent_id!r}, which does not "
+                    "exist (it is inserted later in the same transaction)"
+                )
+            parent_sk = _check_sort_key(
+                keys.entry_index_sk(write.parent_id), f"entry id {write.parent_id!r}"
+            )
+            self.conditions.setdefault(
+                parent_sk,
+                ("attribute_exists(sk)", ActionMeta("parent", write.id, write.parent_id)),
+            )
+        self.inserted.add(write.id)
+        entry: Item = {
+            "pk": s(self.pk),
+            "sk": s(keys.entry_sk(seq)),
+            "id": s(write.id),
+            "type": s(write.type),
+            "data": s(write.data_json),
+            "seq": n(seq),
+        }
+        if write.parent_id is not None:
+            entry["parent"] = s(write.parent_id)
+        self.puts[keys.entry_sk(seq)] = entry
+        self.puts[index_sk] = {
+            "pk": s(self.pk),
+            "sk": s(index_sk),
+            "id": s(write.id),
+            "seq": n(seq),
+        }
+        self.conditions[index_sk] = ("attribute_not_exists(sk)", ActionMeta("duplicate", write.id))
+        self.stats = self.stats.with_entry(write.type)
+
+    def insert_usage(self, write: InsertUsage, seq: int) -> None:
+        """Put the usage row."""
+        sk = keys.usage_sk(seq)
+        self.puts[sk] = {"pk": s(self.pk), "sk": s(sk), "row": s(_usage_text(write)), "seq": n(seq)}
+        self.stats = self.stats.with_usage(write.row)
+
+
 def plan_session_commit(
     txn: Transaction,
     *,
@@ -81,107 +185,26 @@ def plan_session_commit(
     pk = keys.session_pk(session_id)
     first = head.last_seq + 1
     seqs = tuple(range(first, first + len(txn.writes)))
-    puts: dict[str, Item | None] = {}  # sk -> item to put, None = delete
-    conditions: dict[str, tuple[str, ActionMeta]] = {}  # sk -> (condition, meta)
-    retired: dict[str, int] = {}
-    stats = head.stats
-    inserted: set[str] = set()
-    later_ids = set(txn.entry_ids)
-
+    items = _Items(pk, head.stats, frozenset(txn.entry_ids))
     for write, seq in zip(txn.writes, seqs, strict=True):
-        if isinstance(write, SetValue):
-            addr = write.address
-            check_payload(write.value_json, what=f"the value for {addr}")
-            sk = _check_sort_key(keys.value_sk(addr.namespace, addr.key), str(addr))
-            puts[sk] = {
-                "pk": s(pk),
-                "sk": s(sk),
-                "ns": s(addr.namespace),
-                "key": s(addr.key),
-                "v": s(write.value_json),
-                "seq": n(seq),
-            }
-        elif isinstance(write, DeleteValue):
-            addr = write.address
-            puts[_check_sort_key(keys.value_sk(addr.namespace, addr.key), str(addr))] = None
-        elif isinstance(write, AppendList):
-            laddr = write.address
-            check_payload(write.element_json, what=f"the element for {laddr}")
-            sk = _check_sort_key(keys.list_element_sk(laddr.namespace, laddr.key, seq), str(laddr))
-            item: Item = {
-                "pk": s(pk),
-                "sk": s(sk),
-                "ns": s(laddr.namespace),
-                "key": s(laddr.key),
-                "v": s(write.element_json),
-                "seq": n(seq),
-            }
-            if write.tag is not None:
-                item["tag"] = s(write.tag)
-            puts[sk] = item
-        elif isinstance(write, DeleteList):
-            laddr = write.address
-            prefix = keys.list_prefix(laddr.namespace, laddr.key)
-            for earlier in [k for k in puts if k.startswith(prefix)]:
-                del puts[earlier]  # appended and deleted in this transaction: never visible
-            sk = _check_sort_key(keys.list_tombstone_sk(laddr.namespace, laddr.key), str(laddr))
-            puts[sk] = {
-                "pk": s(pk),
-                "sk": s(sk),
-                "ns": s(laddr.namespace),
-                "key": s(laddr.key),
-                "deleted_through": n(seq),
-            }
-        elif isinstance(write, RetireScope):
-            scope_id = write.scope.id
-            sk = keys.retirement_sk(scope_id)
-            puts[sk] = {"pk": s(pk), "sk": s(sk), "scope": s(scope_id), "seq": n(seq)}
-            retired[scope_id] = seq
-        elif isinstance(write, InsertEntry):
-            check_payload(write.data_json, what=f"the data of entry {write.id!r}")
-            index_sk = _check_sort_key(keys.entry_index_sk(write.id), f"entry id {write.id!r}")
-            if write.parent_id is not None and write.parent_id not in inserted:
-                if write.parent_id in later_ids:
-                    raise EntryConflictError(
-                        f"entry {write.id!r} names parent {write.parent_id!r}, which does not "
-                        "exist (it is inserted later in the same transaction)"
-                    )
-                parent_sk = _check_sort_key(
-                    keys.entry_index_sk(write.parent_id), f"entry id {write.parent_id!r}"
-                )
-                conditions.setdefault(
-                    parent_sk,
-                    ("attribute_exists(sk)", ActionMeta("parent", write.id, write.parent_id)),
-                )
-            inserted.add(write.id)
-            entry: Item = {
-                "pk": s(pk),
-                "sk": s(keys.entry_sk(seq)),
-                "id": s(write.id),
-                "type": s(write.type),
-                "data": s(write.data_json),
-                "seq": n(seq),
-            }
-            if write.parent_id is not None:
-                entry["parent"] = s(write.parent_id)
-            puts[keys.entry_sk(seq)] = entry
-            puts[index_sk] = {"pk": s(pk), "sk": s(index_sk), "id": s(write.id), "seq": n(seq)}
-            conditions[index_sk] = (
-                "attribute_not_exists(sk)",
-                ActionMeta("duplicate", write.id),
-            )
-            stats = stats.with_entry(write.type)
-        elif isinstance(write, InsertUsage):
-            sk = keys.usage_sk(seq)
-            puts[sk] = {
-                "pk": s(pk),
-                "sk": s(sk),
-                "row": s(_usage_text(write)),
-                "seq": n(seq),
-            }
-            stats = stats.with_usage(write.row)
-        else:  # pragma: no cover - build_transaction admits only the types above
-            raise TypeError(f"unknown write {write!r}")
+        match write:
+            case SetValue():
+                items.set_value(write, seq)
+            case DeleteValue():
+                items.delete_value(write)
+            case AppendList():
+                items.append_list(write, seq)
+            case DeleteList():
+                items.delete_list(write, seq)
+            case RetireScope():
+                items.retire_scope(write, seq)
+            case InsertEntry():
+                items.insert_entry(write, seq)
+            case InsertUsage():
+                items.insert_usage(write, seq)
+            case _:
+                assert_never(write)
+    puts, conditions, retired, stats = items.puts, items.conditions, items.retired, items.stats
 
     if txn.guard is not None:
         # On the guard's own item when the transaction writes it (one action per item),

@@ -17,6 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from turnkeep.storage.addresses import Value, ValueList
 from turnkeep.storage.attached import AttachedKey, AttachedUpdate
 from turnkeep.storage.aws import keys
+from turnkeep.storage.aws.batches import UnprocessedError, batch_get
 from turnkeep.storage.aws.cleanup import delete_through
 from turnkeep.storage.aws.codec import (
     Item,
@@ -108,7 +109,7 @@ def aws_call(what: str) -> Iterator[None]:
     """Turn transport and service failures into StorageUnavailableError naming `what`."""
     try:
         yield
-    except (BotoCoreError, ClientError) as exc:
+    except (BotoCoreError, ClientError, UnprocessedError) as exc:
         raise StorageUnavailableError(f"{what} failed: {exc}") from exc
 
 
@@ -671,27 +672,10 @@ class AwsStorage(Storage):
 
     def _batch_get_keys(self, wanted: list[tuple[str, str]]) -> dict[tuple[str, str], Item]:
         """Items of this table by (pk, sk), strongly consistent; absent ones are left out."""
-        found: dict[tuple[str, str], Item] = {}
         with aws_call(f"reading items of session {self.session_id!r}"):
-            for start in range(0, len(wanted), 100):
-                pending: dict[str, Any] = {
-                    self._table: {
-                        "Keys": [
-                            {"pk": s(pk), "sk": s(sk)} for pk, sk in wanted[start : start + 100]
-                        ],
-                        "ConsistentRead": True,
-                    }
-                }
-                attempt = 0
-                while pending:
-                    page = self._ddb.batch_get_item(RequestItems=pending)
-                    for item in page.get("Responses", {}).get(self._table, []):
-                        found[(get_s(item, "pk"), get_s(item, "sk"))] = item
-                    pending = dict(page.get("UnprocessedKeys") or {})
-                    if pending:
-                        attempt += 1
-                        time.sleep(min(0.5, 0.01 * 2**attempt))
-        return found
+            keys_wanted = [{"pk": s(pk), "sk": s(sk)} for pk, sk in wanted]
+            items = batch_get(self._ddb, self._table, keys_wanted)
+        return {(get_s(item, "pk"), get_s(item, "sk")): item for item in items}
 
     def _batch_get(self, sort_keys: list[str]) -> dict[str, Item]:
         """Items of this session by sort key (strongly consistent; unknown keys are absent)."""
