@@ -32,6 +32,7 @@ from turnkeep.envelope.errors import (
     EnvelopeUnavailableError,
 )
 from turnkeep.envelope.model import MetaScalar
+from turnkeep.storage.sqlite_wal import use_wal
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS envelopes (
@@ -93,7 +94,7 @@ class SqliteEnvelopeStore(EnvelopeStore):
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             # WAL: readers never block the writer; NORMAL sync is durable across process
             # crashes (the same settings turnkeep.storage.sqlite uses).
-            self._conn.execute("PRAGMA journal_mode = WAL")
+            use_wal(self._conn, busy_timeout_s)
             self._conn.execute("PRAGMA synchronous = NORMAL")
             self._conn.executescript(_SCHEMA)
         except sqlite3.Error as exc:

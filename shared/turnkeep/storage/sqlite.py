@@ -16,7 +16,9 @@ syncs the WAL on every commit instead (slower, survives power loss).
 Concurrency: a handle owns one connection and serializes its calls with the base-class lock, so
 threads may share a handle. Several handles or processes may use one file: `BEGIN IMMEDIATE`
 takes SQLite's single write lock, `busy_timeout` waits for it, and the sequence is read and
-advanced inside that lock, so no two writers share a sequence.
+advanced inside that lock, so no two writers share a sequence. Openers of a new file wait for
+each other's switch to WAL (`storage/sqlite_wal.py`: SQLite refuses it at once, not after
+`busy_timeout`).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from turnkeep.storage.records import (
 )
 from turnkeep.storage.refusals import duplicate_entry, guard_failed, missing_parent
 from turnkeep.storage.scopes import SESSION_SCOPE, Scope, scope_key
+from turnkeep.storage.sqlite_wal import use_wal
 from turnkeep.storage.writes import (
     AppendList,
     DeleteList,
@@ -259,8 +262,8 @@ def connect(path: str, synchronous: Synchronous = "NORMAL") -> sqlite3.Connectio
         raise StorageUnavailableError(f"cannot open SQLite database {path!r}: {exc}") from exc
     try:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
+        mode = use_wal(conn, BUSY_TIMEOUT_MS / 1000)
+        if mode.lower() != "wal":
             raise StorageUnavailableError(
                 f"SQLite database {path!r} cannot use WAL journal mode (got {mode!r})"
             )
