@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -383,50 +383,30 @@ def _rejected_then_replayed(
     return view
 
 
-@pytest.mark.usefixtures("snapshot_every_close")
-def test_a_torn_snapshot_is_ignored(
-    url: str, store: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    with _open(url) as storage:
-        _fill(storage)
-        expected = _view(storage)
-    content = _snapshot(store).read_bytes()
-    _snapshot(store).write_bytes(content[: len(content) // 2])
-
-    assert _rejected_then_replayed(url, store, caplog, "torn") == expected
-
-
 @pytest.mark.parametrize(
-    ("keep", "reason"),
+    ("damage", "reason"),
     [
-        (0, "torn"),  # an empty file: the rename landed before the data (no fsync)
-        (-2, "torn"),  # the body's last byte and newline lost
+        pytest.param(lambda c: c[: len(c) // 2], "torn", id="torn-in-half"),
+        # an empty file: the rename landed before the data (no fsync)
+        pytest.param(lambda c: c[:0], "torn", id="empty"),
+        pytest.param(lambda c: c[:-2], "torn", id="last-byte-and-newline-lost"),
+        pytest.param(lambda c: c.replace(b'"m3"', b'"mX"'), "body checksum", id="body-altered"),
     ],
 )
 @pytest.mark.usefixtures("snapshot_every_close")
-def test_a_snapshot_cut_anywhere_is_ignored(
-    url: str, store: Path, caplog: pytest.LogCaptureFixture, keep: int, reason: str
+def test_a_damaged_snapshot_is_ignored_and_the_log_replayed(
+    url: str,
+    store: Path,
+    caplog: pytest.LogCaptureFixture,
+    damage: Callable[[bytes], bytes],
+    reason: str,
 ) -> None:
     with _open(url) as storage:
         _fill(storage)
         expected = _view(storage)
-    content = _snapshot(store).read_bytes()
-    _snapshot(store).write_bytes(content[:keep])
+    _snapshot(store).write_bytes(damage(_snapshot(store).read_bytes()))
 
     assert _rejected_then_replayed(url, store, caplog, reason) == expected
-
-
-@pytest.mark.usefixtures("snapshot_every_close")
-def test_a_snapshot_whose_body_was_altered_is_ignored(
-    url: str, store: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    with _open(url) as storage:
-        _fill(storage)
-        expected = _view(storage)
-    content = _snapshot(store).read_bytes()
-    _snapshot(store).write_bytes(content.replace(b'"m3"', b'"mX"'))
-
-    assert _rejected_then_replayed(url, store, caplog, "body checksum") == expected
 
 
 @pytest.mark.usefixtures("snapshot_every_close")

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 from tests.support.envelope_stores import ManualClock, SerializedClient
 from turnkeep.envelope import EnvelopeStore
@@ -43,8 +43,7 @@ class EnvelopeBackend:
 
     def poke_raw(self, store: EnvelopeStore, session_id: str, key: str, value: object) -> None:
         """Store `value` bypassing validation (poison)."""
-        pokable: _Pokable = store  # type: ignore[assignment]  # every test store has poke_raw
-        pokable.poke_raw(session_id, key, value)
+        cast(_Pokable, store).poke_raw(session_id, key, value)  # every store here has poke_raw
 
     def poke_updated_at(self, store: EnvelopeStore, session_id: str, value: str) -> None:
         """Store a text (poison) `updatedAt`, bypassing the store."""
