@@ -9,7 +9,10 @@ ships it today (no `__pycache__`: every module compiled from source on every col
 with bytecode compiled for this interpreter (`compileall`). The runtime's boto3 always has its
 bytecode, as Lambda's does. Invocations go to a moto server on 127.0.0.1:
 
-- step: `model_step` of a freshly started Q&A turn (scripted model);
+- step: `model_step` of a freshly started Q&A turn (scripted model), each turn in a table of its
+  own: moto's TransactWriteItems deep-copies the whole table (its rollback), so in one shared
+  table every run's commit would pay for all the bench's earlier fixtures (~0.1 s at 300 items),
+  which DynamoDB does not;
 - API: `GET /sessions/{id}` of an existing session.
 
 Targets (issue #15): step <= 1.5x, API <= 3x its baseline; medians of fresh processes, same run
@@ -217,6 +220,13 @@ def _env(endpoint: str, path: list[Path]) -> dict[str, str]:
     }
 
 
+def _urls(table: str) -> dict[str, str]:
+    return {
+        "TURNKEEP_STORAGE_URL": f"aws://?table={table}&bucket={BUCKET}&prefix=tk",
+        "TURNKEEP_ENVELOPE_URL": f"aws://?table={table}",
+    }
+
+
 class Fixture:
     """Session data in the moto server: a session to read, fresh turns to run a step of."""
 
@@ -227,30 +237,44 @@ class Fixture:
             if key.startswith(("AWS_", "TURNKEEP_")) and key != "AWS_LAMBDA_FUNCTION_NAME":
                 os.environ[key] = value
         session = boto3.session.Session(region_name=REGION)
-        create_table(session.client("dynamodb", endpoint_url=endpoint), TABLE)
+        self.ddb = session.client("dynamodb", endpoint_url=endpoint)
+        create_table(self.ddb, TABLE)
         create_bucket(session.client("s3", endpoint_url=endpoint), BUCKET)
-        from turnkeep.aws_lambda import container
-
-        container.reset_runtime()
-        self.deps = container.runtime().deps
+        self.deps = self._deps(TABLE)
         self.session_id = f"read-{uuid.uuid4().hex[:8]}"
         self.deps.envelopes.create(self.session_id, USER)
+        self.step_table: str | None = None
 
-    def started_turn(self) -> dict[str, Any]:
-        """A model step event of a freshly started Q&A turn in a new session."""
+    @staticmethod
+    def _deps(table: str) -> Any:
+        from turnkeep.aws_lambda import container
+
+        os.environ.update(_urls(table))
+        container.reset_runtime()
+        return container.runtime().deps
+
+    def started_turn(self) -> tuple[dict[str, Any], dict[str, str]]:
+        """A model step event of a freshly started Q&A turn in a new session, in a new table
+        (the previous turn's table is dropped), and the environment naming that table."""
         from turnkeep.harness import StartTurnInput, start_turn
 
+        if self.step_table is not None:
+            self.ddb.delete_table(TableName=self.step_table)
+        self.step_table = f"cold-step-{uuid.uuid4().hex[:8]}"
+        create_table(self.ddb, self.step_table)
+        deps = self._deps(self.step_table)
         session_id = f"step-{uuid.uuid4().hex[:8]}"
         op_id = f"op-{uuid.uuid4().hex[:12]}"
-        self.deps.envelopes.create(session_id, USER)
+        deps.envelopes.create(session_id, USER)
         start_turn(
-            self.deps,
+            deps,
             StartTurnInput(session_id=session_id, op_id=op_id, user_id=USER, text="hello"),
         )
-        return {"session_id": session_id, "op_id": op_id, "round": 0}
+        event = {"session_id": session_id, "op_id": op_id, "round": 0}
+        return event, _urls(self.step_table)
 
-    def read_event(self) -> dict[str, Any]:
-        """`GET /sessions/{id}` of the fixture's session by its owner."""
+    def read_event(self) -> tuple[dict[str, Any], dict[str, str]]:
+        """`GET /sessions/{id}` of the fixture's session by its owner (no other environment)."""
         event: dict[str, Any] = json.loads(
             (ROOT / "events" / "api" / "get_events.json").read_text()
         )
@@ -258,7 +282,7 @@ class Fixture:
         event["rawPath"] = event["requestContext"]["http"]["path"] = path
         event["rawQueryString"] = ""
         event["requestContext"]["authorizer"]["jwt"]["claims"]["sub"] = USER
-        return event
+        return event, {}
 
 
 def _run(args: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -390,12 +414,20 @@ def main() -> int:
             target = STEP_TARGET if name == "step" else API_TARGET
             for kind, layer in layers.items():
                 env = _env(endpoint, [handler.parent, layer, layout.runtime])
-                requests = _requests(handler, attribute, make_event(), env)
+
+                def fresh(
+                    env: dict[str, str] = env, make_event: Any = make_event
+                ) -> tuple[str, dict[str, str]]:
+                    event, extra = make_event()
+                    return json.dumps(event), {**env, **extra}
+
+                event, event_env = fresh()
+                requests = _requests(handler, attribute, json.loads(event), event_env)
                 timed: list[tuple[float, float]] = []
                 base: list[tuple[float, float]] = []
                 for _ in range(runs):  # interleaved: load drifts affect both sides alike
-                    event = json.dumps(make_event())
-                    timed.append(_run(["-c", INVOKE, str(handler), attribute, event], env))
+                    event, event_env = fresh()
+                    timed.append(_run(["-c", INVOKE, str(handler), attribute, event], event_env))
                     base.append(_run(["-c", BASELINE, TABLE, str(requests)], env))
                 handler_s = statistics.median(wall for wall, _ in timed)
                 base_s = statistics.median(wall for wall, _ in base)
@@ -410,10 +442,12 @@ def main() -> int:
                 if kind == "compiled" and ratio > target:
                     missed.append(f"{name} {ratio:.2f}x > {target}x")
                 if args.imports:
-                    heaviest = import_profile(handler, attribute, make_event(), env)
+                    event, event_env = fresh()
+                    heaviest = import_profile(handler, attribute, json.loads(event), event_env)
                     print(f"    heaviest imports: {heaviest}")
                 if args.profile:
-                    print(call_profile(handler, attribute, make_event(), env))
+                    event, event_env = fresh()
+                    print(call_profile(handler, attribute, json.loads(event), event_env))
         print(
             "targets (compiled layer): " + ("met" if not missed else "MISSED: " + "; ".join(missed))
         )

@@ -186,16 +186,21 @@ def converse_events(response: ModelResponse) -> list[dict[str, Any]]:
     return events
 
 
-def test_turn_through_bedrock_converse_stream_equals_the_scripted_transcript(
-    reference: tuple[TurnResult, Transcript, RecordingProvider],
-) -> None:
-    expected_result, expected_transcript, recorder = reference
-    client = boto3.client(
+def _bedrock_client() -> Any:
+    """A Bedrock runtime client for botocore's stubber (it never sends a request)."""
+    return boto3.client(
         "bedrock-runtime",
         region_name="us-east-1",
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
     )
+
+
+def test_turn_through_bedrock_converse_stream_equals_the_scripted_transcript(
+    reference: tuple[TurnResult, Transcript, RecordingProvider],
+) -> None:
+    expected_result, expected_transcript, recorder = reference
+    client = _bedrock_client()
     provider = BedrockProvider(MODEL, client)
     with EventStreamStubber(client) as stubber:
         for request, response in recorder.rounds:
@@ -320,12 +325,7 @@ def test_throttled_bedrock_round_is_retried_by_the_harness_and_the_transcript_is
     reference: tuple[TurnResult, Transcript, RecordingProvider],
 ) -> None:
     _, expected_transcript, recorder = reference
-    client = boto3.client(
-        "bedrock-runtime",
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    client = _bedrock_client()
     provider = BedrockProvider(MODEL, client)
     with EventStreamStubber(client) as stubber:
         for number, (request, response) in enumerate(recorder.rounds):

@@ -206,6 +206,15 @@ def _wait_for_executions(deployed: Deployed) -> None:
     raise AssertionError("an execution is still running")
 
 
+def _assert_ended(deployed: Deployed, session: str, op_id: str, status: str) -> None:
+    """The turn ended `status`: its operation scope retired (no object left) and the envelope
+    says so."""
+    assert _scope_objects(deployed, session, op_id) == []
+    envelope = container.runtime().deps.envelopes.get(session)
+    assert envelope is not None
+    assert envelope.meta["turnStatus"] == status
+
+
 def _scope_objects(deployed: Deployed, session_id: str, op_id: str) -> list[str]:
     listed = deployed.s3.list_objects_v2(Bucket=BUCKET, Prefix=f"tk/sessions/{session_id}/")
     scope_id = op_scope(op_id).id
@@ -230,10 +239,7 @@ def test_a_turn_with_two_parallel_tool_calls_runs_through_the_state_machine(
         entries = storage.scan_entries()
         texts = json.dumps([e.data for e in entries])
     assert "42" in texts
-    assert _scope_objects(deployed, session, op_id) == []  # the operation scope was retired
-    envelope = container.runtime().deps.envelopes.get(session)
-    assert envelope is not None
-    assert envelope.meta["turnStatus"] == "completed"
+    _assert_ended(deployed, session, op_id, "completed")
 
 
 def test_a_note_written_in_one_execution_is_folded_into_the_next_turns_prompt(
@@ -267,10 +273,7 @@ def test_a_step_that_crashes_is_caught_and_the_turn_fails_honestly_with_its_scop
     assert output["status"] == "failed"
     assert "disk on fire" in output["error"]
     assert deployed.host.calls[-1][0] == "FailTurnFunction"
-    assert _scope_objects(deployed, session, op_id) == []
-    envelope = container.runtime().deps.envelopes.get(session)
-    assert envelope is not None
-    assert envelope.meta["turnStatus"] == "failed"
+    _assert_ended(deployed, session, op_id, "failed")
 
 
 def test_a_retryable_step_failure_is_retried_with_the_same_input(deployed: Deployed) -> None:
@@ -445,10 +448,7 @@ def test_a_fatal_model_error_ends_the_turn_through_fail_turn_from_model_with_its
     ]
     fail_event = deployed.host.calls[-1][1]
     assert fail_event == {"session_id": session, "op_id": op_id, "error": output["error"]}
-    assert _scope_objects(deployed, session, op_id) == []
-    envelope = container.runtime().deps.envelopes.get(session)
-    assert envelope is not None
-    assert envelope.meta["turnStatus"] == "failed"
+    _assert_ended(deployed, session, op_id, "failed")
 
 
 def test_a_model_round_cut_by_a_retryable_provider_error_is_retried_and_recorded_interrupted(
@@ -488,10 +488,7 @@ def test_a_cancel_during_the_tool_batch_ends_the_execution_in_turn_already_ended
     invoked = [name for name, _event, _error in deployed.host.calls]
     assert invoked == ["ModelStepFunction", "ToolStepFunction", "ModelStepFunction"]
     assert deployed.host.calls[1][2] is None  # the tool step skipped, it did not fail
-    assert _scope_objects(deployed, session, op_id) == []
-    envelope = container.runtime().deps.envelopes.get(session)
-    assert envelope is not None
-    assert envelope.meta["turnStatus"] == "aborted"
+    _assert_ended(deployed, session, op_id, "aborted")
 
 
 def test_an_execution_that_finds_its_turn_ended_repairs_an_envelope_left_running(

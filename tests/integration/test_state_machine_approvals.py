@@ -95,6 +95,15 @@ def _token(turn: str, call_id: str) -> object:
     return None if stored is None else stored.value
 
 
+def _decide(call: Call, turn: str, pending: dict[str, Any], decision: str) -> tuple[int, Any]:
+    """POST the decision on the turn's pending approval: (status, body)."""
+    return call(
+        "POST",
+        f"/sessions/{SESSION}/turns/{turn}/approvals/{pending['call_id']}",
+        {"decision": decision},
+    )
+
+
 def _finished(deployed: Deployed, turn: str) -> dict[str, Any]:
     execution = f"{deployed.state_machine_arn.replace(':stateMachine:', ':execution:')}:{turn}"
     deadline = time.monotonic() + 60
@@ -131,17 +140,9 @@ def test_an_approval_through_the_api_lambda_resumes_the_waiting_execution_and_th
     view = call("GET", f"/sessions/{SESSION}/turns/{turn}", None)[1]
     assert view["status"] == "awaiting_approval"
 
-    status, _ = call(
-        "POST",
-        f"/sessions/{SESSION}/turns/{turn}/approvals/{pending['call_id']}",
-        {"decision": "approve"},
-    )
+    status, _ = _decide(call, turn, pending, "approve")
     described = _finished(deployed, turn)
-    again, _ = call(
-        "POST",
-        f"/sessions/{SESSION}/turns/{turn}/approvals/{pending['call_id']}",
-        {"decision": "approve"},
-    )
+    again, _ = _decide(call, turn, pending, "approve")
 
     assert status == 202
     assert described["status"] == "SUCCEEDED", described
@@ -199,11 +200,7 @@ def test_a_cancel_while_waiting_aborts_the_turn_and_ends_the_execution(
 
     status, cancelled = call("POST", f"/sessions/{SESSION}/turns/{turn}/cancel", None)
     described = _finished(deployed, turn)
-    late, _ = call(
-        "POST",
-        f"/sessions/{SESSION}/turns/{turn}/approvals/{pending['call_id']}",
-        {"decision": "approve"},
-    )
+    late, _ = _decide(call, turn, pending, "approve")
 
     assert status == 202
     assert cancelled["status"] == "aborted"

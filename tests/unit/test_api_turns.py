@@ -62,6 +62,16 @@ def _events(api: ApiHarness, sid: str, turn: str, **params: Any) -> dict[str, An
     return body
 
 
+def _round_died_mid_stream(api: ApiHarness) -> tuple[str, str]:
+    """A new turn whose round 0 streamed "Hello wor" as frames, then died (retryably)."""
+    sid = api.session()
+    turn = api.start(sid, "hello there")
+    api.runtime.deps.provider = DyingProvider()
+    with pytest.raises(RetryableModelError):
+        model_step(api.runtime.deps, ModelStepInput(session_id=sid, op_id=turn, round=0))
+    return sid, turn
+
+
 def _poll_all(api: ApiHarness, sid: str, turn: str, limit: int) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
     cursor: int | None = None
@@ -214,11 +224,7 @@ def test_events_stream_frames_of_the_running_round_then_the_entry_supersedes_the
     paused_api: ApiHarness,
 ) -> None:
     api = paused_api
-    sid = api.session()
-    turn = api.start(sid, "hello there")
-    api.runtime.deps.provider = DyingProvider()
-    with pytest.raises(RetryableModelError):
-        model_step(api.runtime.deps, ModelStepInput(session_id=sid, op_id=turn, round=0))
+    sid, turn = _round_died_mid_stream(api)
     first = _events(api, sid, turn)
     kinds = [(e["kind"], e.get("role")) for e in first["events"]]
     assert kinds == [("entry", "user"), ("frame", None), ("frame", None)]
@@ -314,11 +320,7 @@ def test_frames_read_just_before_their_round_settles_are_not_returned(
     paused_api: ApiHarness,
 ) -> None:
     api = paused_api
-    sid = api.session()
-    turn = api.start(sid, "hello there")
-    api.runtime.deps.provider = DyingProvider()
-    with pytest.raises(RetryableModelError):
-        model_step(api.runtime.deps, ModelStepInput(session_id=sid, op_id=turn, round=0))
+    sid, turn = _round_died_mid_stream(api)
     api.runtime.deps.provider = ScriptedProvider()
 
     def settle() -> None:  # the redelivered round-0 step settles the streamed text

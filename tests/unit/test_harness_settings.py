@@ -85,3 +85,59 @@ def test_keeping_more_than_the_threshold_is_rejected() -> None:
 
     with pytest.raises(ValidationError, match="must not exceed context_threshold"):
         HarnessLimits(context_threshold=0.5, context_keep=0.7)
+
+
+def test_variable_names_match_in_any_case_and_keyword_arguments_win(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("turnkeep_max_steps", "7")
+    monkeypatch.setenv("TURNKEEP_MODEL", "bedrock:from-env")
+    monkeypatch.setenv("TURNKEEP_NOT_A_SETTING", "ignored")
+
+    settings = TurnkeepSettings(model="scripted")
+
+    assert settings.max_steps == 7
+    assert settings.model == "scripted"
+
+
+def test_a_bad_variable_is_one_config_line_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from turnkeep.runtime.config_errors import ConfigError, load_settings
+
+    monkeypatch.setenv("TURNKEEP_FRAME_INTERVAL_MS", "soon")
+
+    with pytest.raises(ConfigError) as raised:
+        load_settings(TurnkeepSettings)
+
+    assert str(raised.value).startswith("TURNKEEP_FRAME_INTERVAL_MS='soon' is not accepted: ")
+    assert "an integer >= 0" in str(raised.value)
+
+
+def test_a_lambda_runtime_is_built_without_importing_pydantic_settings(tmp_path: Path) -> None:
+    # Its import (with asyncio's) was ~30 ms of every cold step (docs/step-functions.md).
+    import os
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from turnkeep.aws_lambda import container\n"
+        "container.runtime()\n"
+        "print(sorted(m for m in ('pydantic_settings', 'asyncio') if m in sys.modules))\n"
+    )
+    environment = {
+        **os.environ,
+        "TURNKEEP_STORAGE_URL": "memory://cold",
+        "TURNKEEP_ENVELOPE_URL": "memory://cold",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        env=environment,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+
+    assert done.stdout.strip() == "[]"

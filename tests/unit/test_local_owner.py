@@ -155,14 +155,17 @@ def test_a_chat_message_ends_a_dead_owners_turn_first_and_then_runs(runtime: Run
     assert envelope.meta["turnStatus"] == "completed"
 
 
+def _chat(runtime: Runtime, typed: str) -> str:
+    """What `turnkeep chat` on SID prints for the lines `typed` (its REPL, in-process)."""
+    out = io.StringIO()
+    repl(io.StringIO(typed), out, LocalChat(runtime, SID, "u1", "scripted", StreamPrinter(out)))
+    return out.getvalue()
+
+
 def test_chat_resume_drives_a_dead_owners_turn_to_its_end(runtime: Runtime) -> None:
     _left_running(runtime, "op-dead", dead_owner(), text='call echo {"text": "resumed!"}')
-    out = io.StringIO()
-    chat = LocalChat(runtime, SID, "u1", "scripted", StreamPrinter(out))
+    text = _chat(runtime, "/resume\n/quit\n")
 
-    repl(io.StringIO("/resume\n/quit\n"), out, chat)
-
-    text = out.getvalue()
     assert "[resuming turn op-dead]" in text
     assert "<- echo [ok] resumed!" in text
     assert "[turn op-dead: completed" in text
@@ -170,13 +173,10 @@ def test_chat_resume_drives_a_dead_owners_turn_to_its_end(runtime: Runtime) -> N
 
 def test_chat_cancel_ends_a_dead_owners_turn_as_aborted(runtime: Runtime) -> None:
     _left_running(runtime, "op-dead", dead_owner())
-    out = io.StringIO()
-    chat = LocalChat(runtime, SID, "u1", "scripted", StreamPrinter(out))
+    text = _chat(runtime, "/cancel\n/cancel\n/quit\n")
 
-    repl(io.StringIO("/cancel\n/cancel\n/quit\n"), out, chat)
-
-    assert "[turn op-dead cancelled: aborted]" in out.getvalue()
-    assert "[no turn is running]" in out.getvalue()
+    assert "[turn op-dead cancelled: aborted]" in text
+    assert "[no turn is running]" in text
     result = turn_result(runtime.deps, SID, "op-dead")
     assert result is not None
     assert result.status == "aborted"
@@ -184,12 +184,8 @@ def test_chat_cancel_ends_a_dead_owners_turn_as_aborted(runtime: Runtime) -> Non
 
 def test_chat_leaves_a_turn_a_live_process_drives_alone(runtime: Runtime) -> None:
     _left_running(runtime, "op-live", current_owner())
-    out = io.StringIO()
-    chat = LocalChat(runtime, SID, "u1", "scripted", StreamPrinter(out))
+    text = _chat(runtime, "hello\n/resume\n/quit\n")
 
-    repl(io.StringIO("hello\n/resume\n/quit\n"), out, chat)
-
-    text = out.getvalue()
     assert "op-live is running, driven by pid" in text
     assert "not resumed" in text
     with runtime.deps.open_storage(SID) as storage:
@@ -210,12 +206,8 @@ def test_an_ended_turn_with_a_lagging_envelope_is_repaired_on_open(runtime: Runt
 
 
 def test_chat_commands_are_never_sent_to_the_model(runtime: Runtime) -> None:
-    out = io.StringIO()
-    chat = LocalChat(runtime, SID, "u1", "scripted", StreamPrinter(out))
+    text = _chat(runtime, "/help\n/notes\n/frobnicate\n/quit\nnever sent\n")
 
-    repl(io.StringIO("/help\n/notes\n/frobnicate\n/quit\nnever sent\n"), out, chat)
-
-    text = out.getvalue()
     assert "/cancel   cancel the session's running turn" in text
     assert "(no working notes)" in text
     assert "unknown command /frobnicate" in text

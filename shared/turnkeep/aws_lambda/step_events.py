@@ -50,7 +50,8 @@ class StepEventError(ValueError):
 class CaughtError(BaseModel):
     """What a Step Functions Catch puts at its ResultPath."""
 
-    model_config = ConfigDict(extra="ignore")
+    # These payload models are built on first use: each handler uses few of them.
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     Error: str = "States.Unknown"
     Cause: str | None = None
@@ -59,7 +60,7 @@ class CaughtError(BaseModel):
 class ApprovalWaitEvent(BaseModel):
     """The approval wait's payload (`.waitForTaskToken` on the tool step function)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     session_id: str
     op_id: str
@@ -71,6 +72,8 @@ class ApprovalWaitEvent(BaseModel):
 class ApprovalWaitOutput(BaseModel):
     """What the wait step did with its token (the execution waits for SendTaskSuccess)."""
 
+    model_config = ConfigDict(defer_build=True)
+
     session_id: str
     op_id: str
     call_id: str
@@ -80,7 +83,7 @@ class ApprovalWaitOutput(BaseModel):
 class FailTurnEvent(BaseModel):
     """fail_turn's payload: an error text from a step, or what a Catch caught."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     session_id: str
     op_id: str

@@ -12,7 +12,8 @@ from turnkeep.providers.base import Usage
 class StepIO(BaseModel):
     """Base of every step payload (Step Functions passes them as JSON)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Built on first use: a handler pays only for its step's models (docs/step-functions.md).
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     session_id: str = Field(min_length=1, max_length=128)
     op_id: str = Field(min_length=1, max_length=100)

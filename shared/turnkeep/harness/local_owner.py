@@ -45,7 +45,7 @@ Verdict = Literal["ended", "orphaned", "live", "unknown"]
 class Owner(BaseModel):
     """A local process driving a turn."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)  # local mode only
 
     pid: int
     host: str

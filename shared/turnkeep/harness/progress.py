@@ -214,7 +214,8 @@ class _Delta(BaseModel):
     """One coalesced stream piece as `_append_delta` stores it: text (`t`), a tool call's
     start (`c`: index, id, name) or a piece of its arguments (`a`)."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    # Built on first use: a step that replays no frame never pays for them (docs/step-functions.md).
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     k: Literal["t", "c", "a"]
     x: str = ""
@@ -226,7 +227,7 @@ class _Delta(BaseModel):
 class _End(BaseModel):
     """What `FrameWriter.finish` stores on the `end` element."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     wrap_up: bool = False
     stop: StopReason = "end_turn"
@@ -237,7 +238,7 @@ class _End(BaseModel):
 class _Element(BaseModel):
     """One stored frame: its deltas and, on the last one, the end of the response."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     d: list[_Delta] = Field(default_factory=list)
     end: _End | None = None

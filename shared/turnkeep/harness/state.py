@@ -62,7 +62,8 @@ def validate_op_id(op_id: str) -> str:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Built on first use: a handler pays only for its step's models (docs/step-functions.md).
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class OperationState(_Model):

@@ -1,6 +1,6 @@
 """Configuration errors as one line: the variable or flag, the bad value, and what is accepted.
 
-`load_settings(cls)` builds a pydantic-settings class from the environment and turns its
+`load_settings(cls)` builds a settings class from the environment and turns its
 validation errors (and the JSON parse errors pydantic-settings raises for list fields) into a
 `ConfigError`; the `turnkeep` command prints that line and exits with status 2.
 """
@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from annotated_types import Ge, Gt, Le, Lt
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, SettingsError
+from pydantic_settings import SettingsError
 
 CONFIG_EXIT_STATUS = 2
 """Exit status of the `turnkeep` command for a configuration error (as argparse uses)."""
 
-S = TypeVar("S", bound=BaseSettings)
+S = TypeVar("S", bound=BaseModel)
 
 
 class ConfigError(ValueError):
@@ -77,10 +77,11 @@ def _kind(annotation: Any) -> str:
     return "a valid value"
 
 
-def env_name(cls: type[BaseSettings], field: str) -> str:
-    """The environment variable of `field` (prefix + upper-case name)."""
-    prefix = str(cls.model_config.get("env_prefix", ""))
-    return (prefix + field).upper()
+def env_name(cls: type[BaseModel], field: str) -> str:
+    """The environment variable of `field` (prefix + upper-case name): the prefix of a
+    pydantic-settings class, or the `ENV_PREFIX` of a model read like one."""
+    prefix = getattr(cls, "ENV_PREFIX", None) or dict(cls.model_config).get("env_prefix", "")
+    return (str(prefix) + field).upper()
 
 
 def load_settings(cls: type[S], environ: Mapping[str, str] | None = None) -> S:

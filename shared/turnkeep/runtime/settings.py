@@ -1,21 +1,50 @@
-"""Process settings from the environment (prefix ``TURNKEEP_``), with local-mode defaults."""
+"""Process settings from the environment (prefix ``TURNKEEP_``), with local-mode defaults.
+
+`TurnkeepSettings` is read from the environment the way a pydantic-settings class with that
+prefix is (names case-insensitive, keyword arguments win, unknown names ignored), but it is a
+plain pydantic model: every Lambda handler builds it on a cold start, and importing
+pydantic-settings (which imports asyncio and dotenv) cost the step handler about 30 ms of it
+(docs/step-functions.md, "Cold start"). `ApiSettings`, read only by the API, stays one.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
-class TurnkeepSettings(BaseSettings):
+def environment_values(
+    fields: Mapping[str, object], prefix: str, environ: Mapping[str, str]
+) -> dict[str, str]:
+    """The variables `prefix + field` (any case) of `environ`, by field name."""
+    by_name = {name.lower(): text for name, text in environ.items()}
+    found: dict[str, str] = {}
+    for field in fields:
+        text = by_name.get((prefix + field).lower())
+        if text is not None:
+            found[field] = text
+    return found
+
+
+class TurnkeepSettings(BaseModel):
     """Where state lives, which model runs, and the turn caps.
 
     Empty storage/envelope URLs mean "SQLite in the local data dir" (see `storage_url_or_local`).
     """
 
-    model_config = SettingsConfigDict(env_prefix="TURNKEEP_", extra="ignore")
+    model_config = ConfigDict(extra="ignore")
+    ENV_PREFIX: ClassVar[str] = "TURNKEEP_"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _environment_under_arguments(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        return {**environment_values(cls.model_fields, cls.ENV_PREFIX, os.environ), **data}
 
     storage_url: str = Field(default="", description="open_storage URL; '' = local SQLite file")
     envelope_url: str = Field(default="", description="envelope store URL; '' = local SQLite file")

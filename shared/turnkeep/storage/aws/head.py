@@ -1,4 +1,5 @@
-"""The sequence head item: last allocated sequence, session stats and pending cleanups."""
+"""The sequence head item: last allocated sequence, session stats, pending cleanups and the
+scopes written since their last retirement."""
 
 from __future__ import annotations
 
@@ -13,6 +14,13 @@ LAST_SEQ: Final = "last_seq"
 STATS: Final = "stats"
 PENDING: Final = "pending"
 """String set of retirements whose S3 cleanup may be unfinished: `{boundary:020d}:{scope id}`."""
+SCOPES: Final = "scopes"
+"""String set of the scopes with a scoped write since their last retirement (ADDed with the
+write's sequence allocation, DELETEd by the retirement)."""
+SCOPES_SEQ: Final = "scopes_seq"
+"""Sequences allocated by writers that keep `scopes`: equal to `last_seq` only while every
+allocation on the head kept it (a head from before `scopes`, or a writer of an older release,
+leaves it behind for good, and then `scopes` proves nothing: docs/aws-storage.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +31,12 @@ class Head:
     stats: StorageStats = field(default_factory=StorageStats)
     pending: frozenset[str] = frozenset()
     exists: bool = False
+    scopes: frozenset[str] = frozenset()
+    scopes_seq: int = 0
+
+    def proves_unwritten(self, scope_id: str) -> bool:
+        """True when no scoped write went to `scope_id` since its last retirement (or ever)."""
+        return self.scopes_seq == self.last_seq and scope_id not in self.scopes
 
 
 def pending_marker(boundary: int, scope_id: str) -> str:
@@ -42,10 +56,11 @@ def head_from_item(item: Item | None) -> Head:
     """Parse a head item (None: the session has never committed)."""
     if not item:
         return Head()
-    pending = item.get(PENDING, {}).get("SS", [])
     return Head(
         last_seq=get_n(item, LAST_SEQ, 0),
         stats=stats_from_text(get_opt_s(item, STATS)),
-        pending=frozenset(pending),
+        pending=frozenset(item.get(PENDING, {}).get("SS", [])),
         exists=True,
+        scopes=frozenset(item.get(SCOPES, {}).get("SS", [])),
+        scopes_seq=get_n(item, SCOPES_SEQ, 0),
     )

@@ -18,7 +18,15 @@ from turnkeep.storage.aws.codec import (
     s,
     stats_to_text,
 )
-from turnkeep.storage.aws.head import LAST_SEQ, PENDING, STATS, Head, pending_marker
+from turnkeep.storage.aws.head import (
+    LAST_SEQ,
+    PENDING,
+    SCOPES,
+    SCOPES_SEQ,
+    STATS,
+    Head,
+    pending_marker,
+)
 from turnkeep.storage.errors import EntryConflictError, StorageValidationError
 from turnkeep.storage.records import StorageStats
 from turnkeep.storage.writes import (
@@ -54,6 +62,8 @@ class SessionPlan:
     retired: dict[str, int] = field(default_factory=dict)
     """scope id -> retirement boundary committed by this transaction."""
     done_removed: frozenset[str] = frozenset()
+    unwritten: frozenset[str] = frozenset()
+    """Retired scopes the head proves had no scoped write to clean up (no marker, no S3 call)."""
 
 
 def _check_sort_key(sk: str, what: str) -> str:
@@ -224,20 +234,34 @@ def plan_session_commit(
         ":sid": s(session_id),
     }
     expression = f"SET {LAST_SEQ} = :last, {STATS} = :stats, gsi1pk = :g, gsi1sk = :sid"
-    markers = frozenset(pending_marker(b, sid) for sid, b in retired.items())
+    # A retired scope the head proves unwritten has no object to delete: no marker, no cleanup.
+    unwritten = frozenset(sid for sid in retired if head.proves_unwritten(sid))
+    markers = frozenset(
+        pending_marker(b, sid) for sid, b in retired.items() if sid not in unwritten
+    )
     pending = set(head.pending)
     done_removed: frozenset[str] = frozenset()
+    adds = [f"{SCOPES_SEQ} :count"]
+    head_values[":count"] = n(len(seqs))
+    deletes: list[str] = []
     if markers:
-        expression += f" ADD {PENDING} :markers"
+        adds.append(f"{PENDING} :markers")
         head_values[":markers"] = {"SS": sorted(markers)}
         pending |= markers
     elif done_markers:
         # A path may appear once per update expression, so cleaned markers ride on a
         # transaction that does not add new ones.
-        expression += f" DELETE {PENDING} :done"
+        deletes.append(f"{PENDING} :done")
         head_values[":done"] = {"SS": sorted(done_markers)}
         pending -= done_markers
         done_removed = done_markers
+    cleared = head.scopes & retired.keys()
+    if cleared:
+        deletes.append(f"{SCOPES} :retired")
+        head_values[":retired"] = {"SS": sorted(cleared)}
+    expression += " ADD " + ", ".join(adds)
+    if deletes:
+        expression += " DELETE " + ", ".join(deletes)
     if head.exists:
         condition = f"{LAST_SEQ} = :expected"
         head_values[":expected"] = n(head.last_seq)
@@ -283,8 +307,15 @@ def plan_session_commit(
             f"this session transaction writes about {total_bytes} bytes; DynamoDB "
             f"TransactWriteItems accepts at most {MAX_TRANSACTION_BYTES} bytes (4 MB)"
         )
-    new_head = Head(last_seq=last, stats=stats, pending=frozenset(pending), exists=True)
-    return SessionPlan(actions, metas, seqs, new_head, retired, done_removed)
+    new_head = Head(
+        last_seq=last,
+        stats=stats,
+        pending=frozenset(pending),
+        exists=True,
+        scopes=head.scopes - cleared,
+        scopes_seq=head.scopes_seq + len(seqs),
+    )
+    return SessionPlan(actions, metas, seqs, new_head, retired, done_removed, unwritten)
 
 
 def plan_allocation(
@@ -292,20 +323,27 @@ def plan_allocation(
     *,
     table: str,
     session_id: str,
+    scope_id: str,
     head: Head,
     done_markers: frozenset[str],
     guard: Value,
     guard_seq: int | None = None,
 ) -> SessionPlan:
-    """Allocate `count` sequences for a guarded scoped commit: head update + guard check."""
+    """Allocate `count` sequences for a guarded commit to scope `scope_id`: head update (which
+    marks the scope written) + guard check."""
     pk = keys.session_pk(session_id)
     last = head.last_seq + count
     values: dict[str, Any] = {
         ":last": n(last),
         ":g": s(keys.SESSIONS_GSI_PK),
         ":sid": s(session_id),
+        ":count": n(count),
+        ":scope": {"SS": [scope_id]},
     }
-    expression = f"SET {LAST_SEQ} = :last, gsi1pk = :g, gsi1sk = :sid"
+    expression = (
+        f"SET {LAST_SEQ} = :last, gsi1pk = :g, gsi1sk = :sid "
+        f"ADD {SCOPES_SEQ} :count, {SCOPES} :scope"
+    )
     if done_markers:
         expression += f" DELETE {PENDING} :done"
         values[":done"] = {"SS": sorted(done_markers)}
@@ -318,7 +356,14 @@ def plan_allocation(
     check = _condition_check(table, pk, guard_sk, _guard_condition(guard_seq))
     _add_guard_values(check["ConditionCheck"], _guard_condition(guard_seq), guard_seq)
     actions = [_head_update(table, pk, expression, condition, values), check]
-    new_head = Head(last, head.stats, head.pending - done_markers, exists=True)
+    new_head = Head(
+        last,
+        head.stats,
+        head.pending - done_markers,
+        exists=True,
+        scopes=head.scopes | {scope_id},
+        scopes_seq=head.scopes_seq + count,
+    )
     seqs = tuple(range(head.last_seq + 1, last + 1))
     return SessionPlan(actions, [ActionMeta("head"), ActionMeta("guard")], seqs, new_head)
 

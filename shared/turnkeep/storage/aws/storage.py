@@ -32,6 +32,8 @@ from turnkeep.storage.aws.codec import (
 from turnkeep.storage.aws.head import (
     LAST_SEQ,
     PENDING,
+    SCOPES,
+    SCOPES_SEQ,
     Head,
     head_from_item,
     parse_marker,
@@ -127,6 +129,8 @@ class AwsStorage(Storage):
         # Read ahead by `prefetch`, each answered once (a later read goes to the table).
         self._ahead: dict[str, Item | None] = {}
         self._ahead_boundaries: dict[str, int] = {}
+        # Scopes whose boundary was read ahead together with a head proving them unwritten.
+        self._ahead_unwritten: set[str] = set()
 
     # -- the head: read on first need, then retry unfinished cleanups -------------------------
 
@@ -249,14 +253,23 @@ class AwsStorage(Storage):
                 )
             wanted[(other.pk, other.sk)] = "attached"
         found = self._batch_get_keys(list(wanted)) if wanted else {}
+        read_head: Head | None = None
         for (pk, sk), what in wanted.items():
             item = found.get((pk, sk))
             if what == "head":
-                self._adopt_head(item)
+                read_head = self._adopt_head(item)
             elif what == "value":
                 self._ahead[sk] = item
             elif what == "boundary":
                 self._ahead_boundaries[sk] = get_n(item, "seq") if item is not None else 0
+        if read_head is not None:
+            # Head and boundaries came from one request: a scope the head proves unwritten
+            # needs no listing (docs/aws-storage.md, "Reads and caching").
+            self._ahead_unwritten.update(
+                scope_id
+                for scope_id in scope_ids
+                if scope_id not in state.views and read_head.proves_unwritten(scope_id)
+            )
         return {other: found.get((other.pk, other.sk)) for other in attached}
 
     # -- commits ------------------------------------------------------------------------------
@@ -274,14 +287,16 @@ class AwsStorage(Storage):
         # A refused or raced commit means others wrote meanwhile: read afresh from now on.
         self._ahead.clear()
         self._ahead_boundaries.clear()
+        self._ahead_unwritten.clear()
 
     def _commit_scoped(self, txn: Transaction, scope: EphemeralScope) -> CommitResult:
         state = self._state
         count = len(txn.writes)
+        self._ahead_unwritten.discard(scope.id)
         head = (
-            self._allocate_guarded(count, txn.guard, txn.guard_seq)
+            self._allocate_guarded(count, scope.id, txn.guard, txn.guard_seq)
             if txn.guard is not None
-            else self._allocate(count)
+            else self._allocate(count, scope.id)
         )
         first = head.last_seq - count + 1
         seqs = tuple(range(first, head.last_seq + 1))
@@ -302,8 +317,9 @@ class AwsStorage(Storage):
             del state.views[scope.id]  # another writer interleaved: reload on next read
         return CommitResult(first, seqs, now_ms(), head.stats)
 
-    def _allocate(self, count: int) -> Head:
-        """Reserve `count` sequences with one atomic ADD; returns the head after it."""
+    def _allocate(self, count: int, scope_id: str) -> Head:
+        """Reserve `count` sequences for a write to `scope_id` with one atomic ADD (which marks
+        the scope written); returns the head after it."""
         state = self._state
         previous = state.head
         done = frozenset(state.done)
@@ -311,8 +327,11 @@ class AwsStorage(Storage):
             ":k": n(count),
             ":g": s(keys.SESSIONS_GSI_PK),
             ":sid": s(self.session_id),
+            ":scope": {"SS": [scope_id]},
         }
-        expression = f"ADD {LAST_SEQ} :k SET gsi1pk = :g, gsi1sk = :sid"
+        expression = (
+            f"ADD {LAST_SEQ} :k, {SCOPES_SEQ} :k, {SCOPES} :scope SET gsi1pk = :g, gsi1sk = :sid"
+        )
         if done:
             expression += f" DELETE {PENDING} :done"
             values[":done"] = {"SS": sorted(done)}
@@ -332,7 +351,9 @@ class AwsStorage(Storage):
         self._recover(head)  # the returned head names pending cleanups like a read would
         return head
 
-    def _allocate_guarded(self, count: int, guard: Value, guard_seq: int | None = None) -> Head:
+    def _allocate_guarded(
+        self, count: int, scope_id: str, guard: Value, guard_seq: int | None = None
+    ) -> Head:
         """Reserve `count` sequences only while `guard` exists: one TransactWriteItems.
 
         Transactions return no values, so the head is set to a known value under a condition
@@ -348,6 +369,7 @@ class AwsStorage(Storage):
                 count,
                 table=self._table,
                 session_id=self.session_id,
+                scope_id=scope_id,
                 head=head,
                 done_markers=done,
                 guard=guard,
@@ -442,7 +464,8 @@ class AwsStorage(Storage):
             for scope_id, boundary in plan.retired.items():
                 self._forget_scope(scope_id, boundary)
             for scope_id, boundary in plan.retired.items():
-                self._cleanup(scope_id, boundary)
+                if scope_id not in plan.unwritten:
+                    self._cleanup(scope_id, boundary)
             return CommitResult(plan.seqs[0], plan.seqs, now_ms(), plan.new_head.stats)
         raise StorageConflictError(
             f"session {self.session_id!r}: {MAX_COMMIT_ATTEMPTS} commit attempts lost to "
@@ -467,6 +490,13 @@ class AwsStorage(Storage):
         boundary_sk = keys.retirement_sk(scope.id)
         if boundary_sk in self._ahead_boundaries:
             boundary = self._ahead_boundaries.pop(boundary_sk)
+            proven = scope.id in self._ahead_unwritten
+            self._ahead_unwritten.discard(scope.id)
+            # Still proven by the head as it is now: a write of this process since the read
+            # (any handle's) marked the scope on the cached head.
+            if proven and state.head is not None and state.head.proves_unwritten(scope.id):
+                state.views[scope.id] = ScopeView(scope, boundary)
+                return state.views[scope.id]
         else:
             with aws_call(f"reading the retirement boundary of scope {scope.id!r}"):
                 found = self._ddb.get_item(
