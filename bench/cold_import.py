@@ -19,7 +19,12 @@ Targets (issue #15): step <= 1.5x, API <= 3x its baseline; medians of fresh proc
 (wall time; the CPU columns, user + system, show the same ratio with less of the machine's noise).
 `--smoke` runs 2 processes per case instead of 9 (`--runs` sets it), compiled layer only.
 `--imports` prints the heaviest imports (`-X importtime`) of each handler; `--profile` where one
-cold invocation's time goes (cProfile, cumulative, imports included).
+cold invocation's time goes (cProfile, cumulative, imports included); `--attribute` what each
+library (botocore, pydantic's import and first model build, Powertools) costs the handler on
+its own, clocked in a process with the other libraries imported first, and what is left for
+turnkeep's own import and step work, each as a share of the baseline. `--python python3.12`
+measures with the Lambda runtime's interpreter instead of this one (the layer pip-installed for
+it from the package index).
 """
 
 from __future__ import annotations
@@ -57,6 +62,16 @@ TABLE, BUCKET = "cold-bench", "cold-bench-bucket"
 USER = "bench-user"
 STEP_TARGET, API_TARGET = 1.5, 3.0
 RUNTIME_DISTRIBUTIONS = ("boto3",)  # provided by the Lambda runtime, with bytecode
+
+
+class _Interpreter:
+    """The interpreter of the measured processes: this one, or `--python` (e.g. the Lambda
+    runtime's python3.12, with a layer pip-installed for it)."""
+
+    path = sys.executable
+
+
+INTERPRETER = _Interpreter()
 
 # Runs in the measured process: import the handler file as Lambda does, invoke it once.
 INVOKE = (
@@ -98,6 +113,28 @@ botocore.client.BaseClient._make_api_call = counted
     + INVOKE
     + '\nprint("REQUESTS", calls[0])\n'
 )
+
+
+# `--attribute`: the same invocation (or baseline) in one fresh process, clocked after the
+# stack parts in TURNKEEP_BENCH_PRELOAD are imported: what a part costs in situ is the
+# difference it makes to the clocked time (shared imports are counted once, as in a real start).
+_CLOCKED = """
+import os, sys, time
+exec(os.environ.get("TURNKEEP_BENCH_PRELOAD", ""))
+started = time.perf_counter()
+{body}
+print("ELAPSED", time.perf_counter() - started)
+"""
+PARTS = {
+    "botocore import": "import botocore.session, botocore.client\n",
+    "pydantic import + first model build": (
+        "from pydantic import BaseModel\nclass _Probe(BaseModel):\n    x: int\n_Probe(x=1)\n"
+    ),
+    "Powertools Logger + Metrics import": (
+        "from aws_lambda_powertools import Logger, Metrics\n"
+        "from aws_lambda_powertools.metrics import MetricUnit\n"
+    ),
+}
 
 
 def _closure(requirements: list[str]) -> set[str]:
@@ -181,6 +218,42 @@ def build_layout(root: Path) -> Layout:
         ROOT / "functions", functions, ignore=shutil.ignore_patterns("__pycache__", "*.md")
     )
     return Layout(runtime, layer, compiled, functions / "turn_steps", functions / "api")
+
+
+def build_layout_for(python: str, root: Path) -> Layout:
+    """The artifact layout for another interpreter: the layer requirements pip-installed for it
+    (boto3 and botocore included, as the layer ships them), compiled by it; no source variant."""
+    layer = root / "layer-compiled" / "python"
+    subprocess.run(
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--target",
+            str(layer),
+            "-r",
+            str(ROOT / "layers" / "turnkeep" / "requirements.txt"),
+        ],
+        check=True,
+    )
+    shutil.rmtree(layer / "bin", ignore_errors=True)
+    shutil.copytree(
+        ROOT / "shared" / "turnkeep",
+        layer / "turnkeep",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    functions = root / "functions"
+    shutil.copytree(
+        ROOT / "functions", functions, ignore=shutil.ignore_patterns("__pycache__", "*.md")
+    )
+    runtime = root / "runtime"  # empty: the layer's boto3 comes first on Lambda's path anyway
+    runtime.mkdir()
+    for tree in (layer, functions):
+        subprocess.run([python, "-m", "compileall", "-q", str(tree)], check=True)
+    return Layout(runtime, layer, layer, functions / "turn_steps", functions / "api")
 
 
 @contextmanager
@@ -291,7 +364,7 @@ def _run(args: list[str], env: dict[str, str]) -> tuple[float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-S", *args], env=env, capture_output=True, text=True, check=False
+        [INTERPRETER.path, "-S", *args], env=env, capture_output=True, text=True, check=False
     )
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -304,7 +377,7 @@ def _run(args: list[str], env: dict[str, str]) -> tuple[float, float]:
 def _requests(handler: Path, attribute: str, event: dict[str, Any], env: dict[str, str]) -> int:
     """botocore requests of one invocation (a separate, untimed run)."""
     done = subprocess.run(
-        [sys.executable, "-S", "-c", COUNT, str(handler), attribute, json.dumps(event)],
+        [INTERPRETER.path, "-S", "-c", COUNT, str(handler), attribute, json.dumps(event)],
         env=env,
         capture_output=True,
         text=True,
@@ -322,7 +395,7 @@ def import_profile(
     """The heaviest top-level imports of one cold invocation (`-X importtime`, cumulative)."""
     done = subprocess.run(
         [
-            sys.executable,
+            INTERPRETER.path,
             "-S",
             "-X",
             "importtime",
@@ -363,7 +436,7 @@ def call_profile(
     """One cold invocation's heaviest calls (cProfile, cumulative seconds)."""
     done = subprocess.run(
         [
-            sys.executable,
+            INTERPRETER.path,
             "-S",
             "-c",
             PROFILE,
@@ -383,28 +456,118 @@ def call_profile(
     return done.stdout
 
 
+def _clocked(args: list[str], env: dict[str, str], preload: str) -> float:
+    """Seconds from after `preload` to the end of the invocation, in one fresh process."""
+    done = subprocess.run(
+        [INTERPRETER.path, "-S", *args],
+        env={**env, "TURNKEEP_BENCH_PRELOAD": preload},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    found = re.search(r"ELAPSED ([0-9.e-]+)", done.stdout)
+    if done.returncode != 0 or found is None:
+        raise RuntimeError(f"clocked run failed: {done.stderr[-2000:]}")
+    return float(found.group(1))
+
+
+def attribute_costs(
+    handler: Path,
+    name: str,
+    fresh: Any,
+    env: dict[str, str],
+    *,
+    requests: int,
+    runs: int,
+) -> None:
+    """Print what each library part costs the handler's cold start on its own (leave-one-out:
+    the other parts preloaded, so imports they share are nobody's), and what is left for
+    turnkeep's import and step work beyond the baseline's client and requests; each in ms and
+    as a share of the baseline's clocked time."""
+    invoke = _CLOCKED.format(body=INVOKE)
+    baseline = _CLOCKED.format(body=BASELINE)
+    everything = "".join(PARTS.values())
+    preloads = {
+        "nothing": "",
+        "all": everything,
+        **{
+            label: "".join(code for other, code in PARTS.items() if other != label)
+            for label in PARTS
+        },
+    }
+    timed: dict[str, list[float]] = {label: [] for label in preloads}
+    base: dict[str, list[float]] = {"nothing": [], "botocore import": []}
+    for _ in range(runs):  # interleaved, like the timed runs
+        for label, preload in preloads.items():
+            event, event_env = fresh()
+            timed[label].append(
+                _clocked(["-c", invoke, str(handler), name, event], event_env, preload)
+            )
+        for label, values in base.items():
+            preload = PARTS.get(label, "")
+            values.append(_clocked(["-c", baseline, TABLE, str(requests)], env, preload))
+    med = {label: statistics.median(values) for label, values in timed.items()}
+    base_ms = statistics.median(base["nothing"]) * 1e3
+    handler_ms = med["nothing"] * 1e3
+    print(
+        f"    in situ (median of {runs}, clocked in the process: interpreter start and exit "
+        f"excluded): handler {handler_ms:.0f} ms, baseline {base_ms:.0f} ms "
+        f"({handler_ms / base_ms:.2f}x)"
+    )
+    for label in PARTS:
+        cost = (med[label] - med["all"]) * 1e3
+        share = cost / base_ms
+        print(f"    {label + ', its own':<44} {cost:>5.0f} ms  {share:>5.2f}x of the baseline")
+    # With every library preloaded, what is left beyond the baseline's client and requests
+    # (the baseline with botocore preloaded) is turnkeep's own import and step work.
+    rest = (med["all"] - statistics.median(base["botocore import"])) * 1e3
+    label = "turnkeep import + step work, beyond"
+    print(f"    {label:<44} {rest:>5.0f} ms  {rest / base_ms:>5.2f}x of the baseline")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="2 processes per case")
     parser.add_argument("--runs", type=int, help="processes per case (default 9; 2 with --smoke)")
     parser.add_argument("--imports", action="store_true", help="print the heaviest imports")
     parser.add_argument("--profile", action="store_true", help="print a cold invocation's profile")
+    parser.add_argument(
+        "--attribute", action="store_true", help="print what each part of the stack costs in situ"
+    )
+    parser.add_argument(
+        "--python",
+        help="measure with this interpreter (e.g. python3.12, Lambda's runtime): the layer is "
+        "pip-installed for it (needs the package index), compiled layer only",
+    )
     args = parser.parse_args()
     runs = args.runs or (2 if args.smoke else 9)
+    if args.python:
+        INTERPRETER.path = shutil.which(args.python) or args.python
     with tempfile.TemporaryDirectory(prefix="cold-import-") as tmp, moto_server() as endpoint:
-        layout = build_layout(Path(tmp))
+        layout = (
+            build_layout_for(INTERPRETER.path, Path(tmp))
+            if args.python
+            else build_layout(Path(tmp))
+        )
         fixture = Fixture(endpoint)
         layers = {"source": layout.layer_source, "compiled": layout.layer_compiled}
-        if args.smoke:  # CI: the layout that ships bytecode only
+        if args.smoke or args.python:  # CI: the layout that ships bytecode only
             del layers["source"]
         cases = {
             "step": (layout.steps / "app.py", "model_step", fixture.started_turn),
             "API": (layout.api / "app.py", "handler", fixture.read_event),
         }
+        version = subprocess.run(
+            [INTERPRETER.path, "-S", "-c", "import sys; print(sys.version.split()[0])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         print(
             f"cold start = fresh process: import + first invocation (moto on 127.0.0.1); median of "
             f"{runs}; baseline = import boto3 + DynamoDB client + as many GetItems"
         )
+        print(f"Python {version} ({INTERPRETER.path})")
         print(
             f"{'handler':<6} {'layer':<9} {'requests':>8} {'handler s':>10} {'baseline s':>11} "
             f"{'ratio':>6} {'target':>7}   {'cpu s':>6} {'base cpu':>8} {'cpu ratio':>9}"
@@ -448,6 +611,8 @@ def main() -> int:
                 if args.profile:
                     event, event_env = fresh()
                     print(call_profile(handler, attribute, json.loads(event), event_env))
+                if args.attribute and kind == "compiled":
+                    attribute_costs(handler, attribute, fresh, env, requests=requests, runs=runs)
         print(
             "targets (compiled layer): " + ("met" if not missed else "MISSED: " + "; ".join(missed))
         )
