@@ -115,9 +115,10 @@ botocore.client.BaseClient._make_api_call = counted
 )
 
 
-# `--attribute`: the same invocation (or baseline) in one fresh process, clocked after the
-# stack parts in TURNKEEP_BENCH_PRELOAD are imported: what a part costs in situ is the
-# difference it makes to the clocked time (shared imports are counted once, as in a real start).
+# `--attribute`: the same invocation (or baseline) in one fresh process, its clock started after
+# the code in TURNKEEP_BENCH_PRELOAD ran. A library's own cost is the clocked time with every
+# other library preloaded minus the time with all of them preloaded (leave-one-out: an import
+# two libraries share is in neither's figure).
 _CLOCKED = """
 import os, sys, time
 exec(os.environ.get("TURNKEEP_BENCH_PRELOAD", ""))
