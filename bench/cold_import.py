@@ -375,19 +375,20 @@ def _run(args: list[str], env: dict[str, str]) -> tuple[float, float]:
     return elapsed, cpu
 
 
+def _printed(args: list[str], env: dict[str, str], label: str) -> str:
+    """The value a fresh interpreter running `args` printed after `label` (it must succeed)."""
+    done = subprocess.run(
+        [INTERPRETER.path, "-S", *args], env=env, capture_output=True, text=True, check=False
+    )
+    found = re.search(rf"{label} (\S+)", done.stdout)
+    if done.returncode != 0 or found is None:
+        raise RuntimeError(f"{args[:2]} printed no {label}: {done.stderr[-2000:]}")
+    return found.group(1)
+
+
 def _requests(handler: Path, attribute: str, event: dict[str, Any], env: dict[str, str]) -> int:
     """botocore requests of one invocation (a separate, untimed run)."""
-    done = subprocess.run(
-        [INTERPRETER.path, "-S", "-c", COUNT, str(handler), attribute, json.dumps(event)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    found = re.search(r"REQUESTS (\d+)", done.stdout)
-    if done.returncode != 0 or found is None:
-        raise RuntimeError(f"counting run failed: {done.stderr[-2000:]}")
-    return int(found.group(1))
+    return int(_printed(["-c", COUNT, str(handler), attribute, json.dumps(event)], env, "REQUESTS"))
 
 
 def import_profile(
@@ -459,17 +460,7 @@ def call_profile(
 
 def _clocked(args: list[str], env: dict[str, str], preload: str) -> float:
     """Seconds from after `preload` to the end of the invocation, in one fresh process."""
-    done = subprocess.run(
-        [INTERPRETER.path, "-S", *args],
-        env={**env, "TURNKEEP_BENCH_PRELOAD": preload},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    found = re.search(r"ELAPSED ([0-9.e-]+)", done.stdout)
-    if done.returncode != 0 or found is None:
-        raise RuntimeError(f"clocked run failed: {done.stderr[-2000:]}")
-    return float(found.group(1))
+    return float(_printed(args, {**env, "TURNKEEP_BENCH_PRELOAD": preload}, "ELAPSED"))
 
 
 def attribute_costs(
