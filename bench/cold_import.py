@@ -193,6 +193,21 @@ class Layout:
     api: Path
 
 
+def _copy_project(layer: Path, root: Path) -> Path:
+    """Copy `turnkeep` into the layer's `python/` and the function code under `root`; return
+    the functions directory (no `__pycache__`: the caller compiles what it ships compiled)."""
+    shutil.copytree(
+        ROOT / "shared" / "turnkeep",
+        layer / "turnkeep",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    functions = root / "functions"
+    shutil.copytree(
+        ROOT / "functions", functions, ignore=shutil.ignore_patterns("__pycache__", "*.md")
+    )
+    return functions
+
+
 def build_layout(root: Path) -> Layout:
     """Build the artifact layout from this environment's installed distributions."""
     requirements = [
@@ -206,18 +221,10 @@ def build_layout(root: Path) -> Layout:
     compileall.compile_dir(runtime, quiet=2, workers=1)
     layer = root / "layer-source" / "python"
     _copy_distributions(layer_names, layer)
-    shutil.copytree(
-        ROOT / "shared" / "turnkeep",
-        layer / "turnkeep",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
+    functions = _copy_project(layer, root)
     compiled = root / "layer-compiled" / "python"
     shutil.copytree(layer, compiled)
     compileall.compile_dir(compiled, quiet=2, workers=1)
-    functions = root / "functions"
-    shutil.copytree(
-        ROOT / "functions", functions, ignore=shutil.ignore_patterns("__pycache__", "*.md")
-    )
     return Layout(runtime, layer, compiled, functions / "turn_steps", functions / "api")
 
 
@@ -241,15 +248,7 @@ def build_layout_for(python: str, root: Path) -> Layout:
         check=True,
     )
     shutil.rmtree(layer / "bin", ignore_errors=True)
-    shutil.copytree(
-        ROOT / "shared" / "turnkeep",
-        layer / "turnkeep",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
-    functions = root / "functions"
-    shutil.copytree(
-        ROOT / "functions", functions, ignore=shutil.ignore_patterns("__pycache__", "*.md")
-    )
+    functions = _copy_project(layer, root)
     runtime = root / "runtime"  # empty: the layer's boto3 comes first on Lambda's path anyway
     runtime.mkdir()
     for tree in (layer, functions):
@@ -478,10 +477,9 @@ def attribute_costs(
     as a share of the baseline's clocked time."""
     invoke = _CLOCKED.format(body=INVOKE)
     baseline = _CLOCKED.format(body=BASELINE)
-    everything = "".join(PARTS.values())
     preloads = {
         "nothing": "",
-        "all": everything,
+        "all": "".join(PARTS.values()),
         **{
             label: "".join(code for other, code in PARTS.items() if other != label)
             for label in PARTS
@@ -543,18 +541,16 @@ def main() -> int:
         )
         fixture = Fixture(endpoint)
         layers = {"source": layout.layer_source, "compiled": layout.layer_compiled}
-        if args.smoke or args.python:  # CI: the layout that ships bytecode only
+        # The layout that ships bytecode only: CI's smoke, and another interpreter's layer.
+        if args.smoke or args.python:
             del layers["source"]
         cases = {
             "step": (layout.steps / "app.py", "model_step", fixture.started_turn),
             "API": (layout.api / "app.py", "handler", fixture.read_event),
         }
-        version = subprocess.run(
-            [INTERPRETER.path, "-S", "-c", "import sys; print(sys.version.split()[0])"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        version = _printed(
+            ["-c", "import sys; print('PYTHON', sys.version.split()[0])"], {}, "PYTHON"
+        )
         print(
             f"cold start = fresh process: import + first invocation (moto on 127.0.0.1); median of "
             f"{runs}; baseline = import boto3 + DynamoDB client + as many GetItems"
