@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from turnkeep.providers.context import SCRIPTED_CONTEXT, ContextWindow
+from turnkeep.providers.settings import ModelSettings
 
 # -- transcript ---------------------------------------------------------------------------------
 
@@ -87,6 +88,9 @@ class ModelRequest:
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int | None = None
     temperature: float | None = None
+    settings: ModelSettings | None = None
+    """The agent's (and turn's) model settings; `max_tokens`/`temperature` above, set by the
+    harness itself (e.g. a compaction's summary cap), take precedence over them."""
 
 
 # -- stream -------------------------------------------------------------------------------------
