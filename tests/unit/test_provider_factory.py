@@ -143,7 +143,7 @@ def test_openai_spec_key_option_is_a_reference_never_a_literal() -> None:
         ("bedrock:my model", "bedrock needs a model id"),
         ("bedrock:m?stream=maybe", "stream='maybe' is not a boolean"),
         ("bedrock:m?max_tokens=0", "max_tokens='0' must be a positive integer"),
-        ("bedrock:m?temperature=1", "unknown option 'temperature'"),
+        ("bedrock:m?temprature=1", "unknown option 'temprature'"),
         ("bedrock:m?region=a&region=b", "option 'region' given twice"),
         ("scripted:extra", "unknown provider spec 'scripted'"),
         ("scripted?colour=red", "unknown option 'colour'"),
