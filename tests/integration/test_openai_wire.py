@@ -243,10 +243,11 @@ def test_settings_chat_completions_cannot_carry_are_a_configuration_error(
     assert server.requests == []
 
 
-def test_reasoning_content_deltas_are_reasoning_events_not_reply_text() -> None:
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+def test_reasoning_content_deltas_are_reasoning_events_not_reply_text(field: str) -> None:
     events: list[dict[str, Any] | str] = [
-        chunk({"role": "assistant", "content": None, "reasoning_content": "Think "}),
-        chunk({"reasoning_content": "first."}),
+        chunk({"role": "assistant", "content": None, field: "Think "}),
+        chunk({field: "first."}),
         *text_chunks("Answer."),
         chunk({}, "stop"),
         usage_chunk(10, 4),

@@ -252,7 +252,8 @@ class OpenAICompatProvider(ModelProvider):
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
-            reasoning = delta.get("reasoning_content")
+            # llama.cpp, DeepSeek and older vLLM say `reasoning_content`; newer vLLM `reasoning`.
+            reasoning = delta.get("reasoning_content", delta.get("reasoning"))
             if isinstance(reasoning, str):
                 thought = state.assembler.reasoning("reasoning", text=reasoning)
                 if thought is not None:
@@ -283,8 +284,9 @@ class OpenAICompatProvider(ModelProvider):
         choice = payload["choices"][0]
         message = choice["message"]
         assembler = StreamAssembler()
-        if isinstance(message.get("reasoning_content"), str):
-            thought = assembler.reasoning("reasoning", text=message["reasoning_content"])
+        reasoning = message.get("reasoning_content", message.get("reasoning"))
+        if isinstance(reasoning, str):
+            thought = assembler.reasoning("reasoning", text=reasoning)
             if thought is not None:
                 yield thought
         if isinstance(message.get("content"), str):
