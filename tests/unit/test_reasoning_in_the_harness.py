@@ -9,6 +9,7 @@ import uuid
 
 from turnkeep.api.views import frame_event
 from turnkeep.cli.printer import StreamPrinter
+from turnkeep.harness.context import message_tokens
 from turnkeep.harness.progress import FrameWriter, read_frames
 from turnkeep.harness.state import frames_address, op_address
 from turnkeep.harness.transcript import message_from_json, message_to_json
@@ -111,3 +112,10 @@ def test_the_chat_printer_does_not_show_reasoning() -> None:
 
     assert "musing" not in out.getvalue()
     assert "Hello." in out.getvalue()
+
+
+def test_reasoning_sent_back_counts_in_the_context_estimate() -> None:
+    plain = Message("assistant", (TextPart("Done."),))
+    thinking = Message("assistant", (ReasoningPart("x" * 400, signature="s"), TextPart("Done.")))
+
+    assert message_tokens(thinking) == message_tokens(plain) + 100
