@@ -10,22 +10,14 @@ really is.
 
 from __future__ import annotations
 
-import json
-import socket
-import socketserver
-import struct
-import threading
-import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 from urllib.parse import quote
 
 import boto3
 import pytest
 from botocore.config import Config
 
+from tests.support.bedrock_wire import Answer, BedrockWire, event, exception_event
 from turnkeep.providers.base import (
     FatalModelError,
     Message,
@@ -43,116 +35,6 @@ from turnkeep.providers.bedrock import BedrockProvider
 
 MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
 TOOL = ToolSpec("lookup", "Look something up.", {"type": "object", "properties": {}})
-
-
-def frame(headers: dict[str, str], payload: bytes) -> bytes:
-    """One event-stream message: prelude + CRC, string headers, payload, message CRC."""
-    encoded = b"".join(
-        struct.pack("!B", len(name))
-        + name.encode()
-        + b"\x07"  # header value type 7: string
-        + struct.pack("!H", len(value))
-        + value.encode()
-        for name, value in headers.items()
-    )
-    prelude = struct.pack("!II", 12 + len(encoded) + len(payload) + 4, len(encoded))
-    message = prelude + struct.pack("!I", zlib.crc32(prelude)) + encoded + payload
-    return message + struct.pack("!I", zlib.crc32(message))
-
-
-def event(name: str, body: dict[str, Any]) -> bytes:
-    headers = {":message-type": "event", ":event-type": name, ":content-type": "application/json"}
-    return frame(headers, json.dumps(body).encode())
-
-
-def exception_event(name: str, message: str) -> bytes:
-    headers = {
-        ":message-type": "exception",
-        ":exception-type": name,
-        ":content-type": "application/json",
-    }
-    return frame(headers, json.dumps({"message": message}).encode())
-
-
-@dataclass
-class Answer:
-    """One response: event frames (optionally cut after `drop_after`), or an HTTP error."""
-
-    frames: list[bytes] = field(default_factory=list)
-    drop_after: int | None = None
-    status: int = 200
-    error_type: str = ""
-    error_message: str = ""
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def server_bind(self) -> None:
-        socketserver.TCPServer.server_bind(self)  # skip HTTPServer's FQDN lookup
-        self.server_name, self.server_port = "127.0.0.1", self.server_address[1]
-
-
-class BedrockWire:
-    """The local server; `answers` are consumed one per request, `paths` records requests."""
-
-    def __init__(self) -> None:
-        self.answers: list[Answer] = []
-        self.paths: list[str] = []
-        self.bodies: list[dict[str, Any]] = []
-        wire = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                wire.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                wire.paths.append(self.path)
-                answer = wire.answers.pop(0)
-                if answer.status != 200:
-                    body = json.dumps({"message": answer.error_message}).encode()
-                    self.send_response(answer.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("x-amzn-ErrorType", answer.error_type)
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "application/vnd.amazon.eventstream")
-                self.send_header("Transfer-Encoding", "chunked")
-                self.end_headers()
-                for count, data in enumerate(answer.frames):
-                    if answer.drop_after is not None and count >= answer.drop_after:
-                        # Half a frame, then the connection dies.
-                        self.wfile.write(b"%x\r\n" % len(data) + data[: len(data) // 2])
-                        self.wfile.flush()
-                        self.connection.shutdown(socket.SHUT_RDWR)
-                        self.close_connection = True
-                        return
-                    self.wfile.write(b"%x\r\n" % len(data) + data + b"\r\n")
-                    self.wfile.flush()
-                self.wfile.write(b"0\r\n\r\n")
-
-        self._server = _Server(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> BedrockWire:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
 
 @pytest.fixture

@@ -262,8 +262,8 @@ def test_transcript_maps_to_assistant_tool_calls_and_one_tool_message_per_result
         {"role": "system", "content": "sys"},
         {"role": "user", "content": "search twice"},
         {
+            # Tool calls only: no `content` key (llama-cpp-python refuses `"content": null`).
             "role": "assistant",
-            "content": None,
             "tool_calls": [
                 {
                     "id": "c1",

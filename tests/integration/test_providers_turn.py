@@ -29,7 +29,7 @@ import boto3
 import pytest
 
 from tests.support.bedrock_stub import EventStreamStub, EventStreamStubber
-from tests.support.openai_server import ChatServer, Reply, chunk, usage_chunk
+from tests.support.openai_server import ChatServer, Reply, neutral_request, sse_reply
 from turnkeep.envelope import MemoryEnvelopeStore
 from turnkeep.harness import HarnessDeps, TurnResult, run_turn
 from turnkeep.harness.state import load_head
@@ -39,20 +39,14 @@ from turnkeep.providers.base import (
     ModelProvider,
     ModelRequest,
     ModelResponse,
-    Part,
     ResponseDone,
     StreamEvent,
-    TextDelta,
     TextPart,
-    ToolCallDelta,
     ToolCallPart,
-    ToolCallStart,
     ToolResultPart,
-    ToolSpec,
-    Usage,
 )
 from turnkeep.providers.bedrock import BedrockProvider
-from turnkeep.providers.openai_compat import TOOL_ERROR_PREFIX, OpenAICompatProvider
+from turnkeep.providers.openai_compat import OpenAICompatProvider
 from turnkeep.providers.scripted import ScriptedProvider
 from turnkeep.storage import open_storage
 
@@ -219,79 +213,6 @@ def test_turn_through_bedrock_converse_stream_equals_the_scripted_transcript(
 
 
 # -- OpenAI-compatible --------------------------------------------------------------------------
-
-
-def neutral_request(body: dict[str, Any]) -> ModelRequest:
-    """Map a Chat Completions request back to the neutral request (the server's view)."""
-    system = ""
-    messages: list[Message] = []
-    names: dict[str, str] = {}
-    for raw in body["messages"]:
-        role = raw["role"]
-        if role == "system":
-            system = raw["content"]
-        elif role == "user":
-            messages.append(Message("user", (TextPart(raw["content"]),)))
-        elif role == "assistant":
-            parts: list[Part] = [TextPart(raw["content"])] if raw.get("content") else []
-            for call in raw.get("tool_calls") or []:
-                names[call["id"]] = call["function"]["name"]
-                parts.append(
-                    ToolCallPart(
-                        call["id"], call["function"]["name"], call["function"]["arguments"]
-                    )
-                )
-            messages.append(Message("assistant", tuple(parts)))
-        else:
-            content: str = raw["content"]
-            is_error = content.startswith(TOOL_ERROR_PREFIX)
-            result = ToolResultPart(
-                raw["tool_call_id"],
-                names[raw["tool_call_id"]],
-                content.removeprefix(TOOL_ERROR_PREFIX),
-                is_error,
-            )
-            if messages and messages[-1].role == "tool":
-                messages[-1] = Message("tool", (*messages[-1].parts, result))
-            else:
-                messages.append(Message("tool", (result,)))
-    tools = tuple(
-        ToolSpec(t["function"]["name"], t["function"]["description"], t["function"]["parameters"])
-        for t in body.get("tools") or []
-    )
-    return ModelRequest(system, tuple(messages), tools)
-
-
-def sse_reply(events: list[StreamEvent], usage: Usage | None = None) -> Reply:
-    """The scripted stream as Chat Completions chunks, arguments split into small deltas.
-
-    `usage` replaces the scripted usage (which counts the characters of the request as received:
-    tool-call arguments that are not a JSON object arrive as `{}`, so the count differs).
-    """
-    out: list[dict[str, Any] | str] = [chunk({"role": "assistant", "content": ""})]
-    for event in events:
-        if isinstance(event, TextDelta):
-            out.append(chunk({"content": event.text}))
-        elif isinstance(event, ToolCallStart):
-            call = {
-                "index": event.index,
-                "id": event.id,
-                "type": "function",
-                "function": {"name": event.name, "arguments": ""},
-            }
-            out.append(chunk({"tool_calls": [call]}))
-        elif isinstance(event, ToolCallDelta):
-            out += [
-                chunk({"tool_calls": [{"index": event.index, "function": {"arguments": p}}]})
-                for p in _pieces(event.arguments, 4)
-            ]
-        elif isinstance(event, ResponseDone):
-            reason = {"tool_use": "tool_calls", "end_turn": "stop"}[event.response.stop_reason]
-            out.append(chunk({}, reason))
-            tokens = usage or event.response.usage
-            out.append(usage_chunk(tokens.input_tokens, tokens.output_tokens))
-    out.append("[DONE]")
-    return Reply(out)
 
 
 def test_turn_through_openai_compatible_sse_equals_the_scripted_transcript(

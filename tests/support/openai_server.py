@@ -22,6 +22,23 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from turnkeep.providers.base import (
+    Message,
+    ModelRequest,
+    Part,
+    ResponseDone,
+    StreamEvent,
+    TextDelta,
+    TextPart,
+    ToolCallDelta,
+    ToolCallPart,
+    ToolCallStart,
+    ToolResultPart,
+    ToolSpec,
+    Usage,
+)
+from turnkeep.providers.openai_compat import TOOL_ERROR_PREFIX
+
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
@@ -230,3 +247,87 @@ def tool_call_chunks(
         chunk({"tool_calls": [first]}),
         *(chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}) for p in pieces),
     ]
+
+
+# -- neutral <-> wire ----------------------------------------------------------------------------
+
+
+def neutral_request(body: dict[str, Any]) -> ModelRequest:
+    """Map a Chat Completions request back to the neutral request (the server's view)."""
+    system = ""
+    messages: list[Message] = []
+    names: dict[str, str] = {}
+    for raw in body["messages"]:
+        role = raw["role"]
+        if role == "system":
+            system = raw["content"]
+        elif role == "user":
+            messages.append(Message("user", (TextPart(raw["content"]),)))
+        elif role == "assistant":
+            parts: list[Part] = [TextPart(raw["content"])] if raw.get("content") else []
+            for call in raw.get("tool_calls") or []:
+                names[call["id"]] = call["function"]["name"]
+                parts.append(
+                    ToolCallPart(
+                        call["id"], call["function"]["name"], call["function"]["arguments"]
+                    )
+                )
+            messages.append(Message("assistant", tuple(parts)))
+        else:
+            content: str = raw["content"]
+            is_error = content.startswith(TOOL_ERROR_PREFIX)
+            result = ToolResultPart(
+                raw["tool_call_id"],
+                names[raw["tool_call_id"]],
+                content.removeprefix(TOOL_ERROR_PREFIX),
+                is_error,
+            )
+            if messages and messages[-1].role == "tool":
+                messages[-1] = Message("tool", (*messages[-1].parts, result))
+            else:
+                messages.append(Message("tool", (result,)))
+    tools = tuple(
+        ToolSpec(t["function"]["name"], t["function"]["description"], t["function"]["parameters"])
+        for t in body.get("tools") or []
+    )
+    return ModelRequest(system, tuple(messages), tools)
+
+
+def sse_reply(
+    events: list[StreamEvent], usage: Usage | None = None, *, with_usage: bool = True
+) -> Reply:
+    """The scripted stream as Chat Completions chunks, arguments split into small deltas.
+
+    `usage` replaces the scripted usage (which counts the characters of the request as received:
+    tool-call arguments that are not a JSON object arrive as `{}`, so the count differs);
+    `with_usage=False` sends no usage chunk (llama-cpp-python ignores `stream_options`).
+    """
+    out: list[dict[str, Any] | str] = [chunk({"role": "assistant", "content": ""})]
+    for event in events:
+        if isinstance(event, TextDelta):
+            out.append(chunk({"content": event.text}))
+        elif isinstance(event, ToolCallStart):
+            call = {
+                "index": event.index,
+                "id": event.id,
+                "type": "function",
+                "function": {"name": event.name, "arguments": ""},
+            }
+            out.append(chunk({"tool_calls": [call]}))
+        elif isinstance(event, ToolCallDelta):
+            out += [
+                chunk({"tool_calls": [{"index": event.index, "function": {"arguments": p}}]})
+                for p in _pieces(event.arguments, 4)
+            ]
+        elif isinstance(event, ResponseDone):
+            reason = {"tool_use": "tool_calls", "end_turn": "stop"}[event.response.stop_reason]
+            out.append(chunk({}, reason))
+            tokens = usage or event.response.usage
+            if with_usage:
+                out.append(usage_chunk(tokens.input_tokens, tokens.output_tokens))
+    out.append("[DONE]")
+    return Reply(out)
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]

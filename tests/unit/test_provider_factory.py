@@ -143,7 +143,7 @@ def test_openai_spec_key_option_is_a_reference_never_a_literal() -> None:
         ("bedrock:my model", "bedrock needs a model id"),
         ("bedrock:m?stream=maybe", "stream='maybe' is not a boolean"),
         ("bedrock:m?max_tokens=0", "max_tokens='0' must be a positive integer"),
-        ("bedrock:m?temperature=1", "unknown option 'temperature'"),
+        ("bedrock:m?temprature=1", "unknown option 'temprature'"),
         ("bedrock:m?region=a&region=b", "option 'region' given twice"),
         ("scripted:extra", "unknown provider spec 'scripted'"),
         ("scripted?colour=red", "unknown option 'colour'"),
@@ -160,6 +160,14 @@ def test_openai_spec_key_option_is_a_reference_never_a_literal() -> None:
         ("scripted?context=4000&reserve=4000", "must be smaller than the context (4000 tokens)"),
         ("bedrock:m?context=4000&max_tokens=8000", "output reserve (8000 tokens)"),
         ("openai:http://h/v1#m?context=x", "context='x' must be a positive integer"),
+        ("bedrock:m?temperature=hot", "option temperature: Input should be a valid number"),
+        ("bedrock:m?temperature=3", "option temperature: Input should be less than or equal to 2"),
+        ("bedrock:m?top_p=0", "option top_p: Input should be greater than 0"),
+        ("bedrock:m?guardrail=gr-1", "guardrail='gr-1' must be <id>:<version>"),
+        ("bedrock:m?extra=[1]", "extra='[1]' must be a JSON object"),
+        ("bedrock:m?prompt_cache=sometimes", "prompt_cache='sometimes' is not a boolean"),
+        ("bedrock:m?reasoning_budget=0", "option reasoning_budget: Input should be greater"),
+        ("openai:http://h/v1#m?temperature=1&temperature=2", "option 'temperature' given twice"),
     ],
 )
 def test_malformed_spec_is_a_clear_error_naming_the_problem(spec: str, complaint: str) -> None:
@@ -189,3 +197,31 @@ def test_key_reference_keeps_plus_signs_of_secret_names(monkeypatch: pytest.Monk
 
     assert isinstance(provider, OpenAICompatProvider)
     assert provider._api_key == "sk-plus"
+
+
+def test_setting_options_parse_into_the_providers_model_settings(bedrock_client: Any) -> None:
+    from turnkeep.providers.settings import GuardrailSettings, ModelSettings
+
+    arn = "arn:aws:bedrock:eu-west-1:123456789012:guardrail/abc"
+    provider = provider_from_config(
+        "bedrock:anthropic.claude-3-5-haiku-20241022-v1:0?temperature=0.2&top_p=0.9&stop=END"
+        f"&stop=STOP&tool_choice=required&prompt_cache=off&guardrail={arn}:DRAFT"
+        '&reasoning_budget=2048&max_tokens=8192&extra={"top_k":5}',
+        bedrock_client=bedrock_client,
+    )
+
+    assert isinstance(provider, BedrockProvider)
+    assert provider.settings == ModelSettings(
+        max_tokens=8192,
+        temperature=0.2,
+        top_p=0.9,
+        stop=("END", "STOP"),
+        tool_choice="required",
+        extra={"top_k": 5},
+        prompt_cache=False,
+        guardrail=GuardrailSettings(identifier=arn, version="DRAFT"),
+        reasoning_budget=2048,
+    )
+    # A request's settings override the spec's field by field.
+    merged = provider.settings.merged(ModelSettings(temperature=0.7))
+    assert (merged.temperature, merged.top_p) == (0.7, 0.9)

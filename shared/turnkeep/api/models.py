@@ -149,7 +149,7 @@ class CancelView(BaseModel):
 class Delta(BaseModel):
     """One coalesced piece of a streamed response."""
 
-    type: Literal["text", "tool_call", "tool_args"]
+    type: Literal["text", "tool_call", "tool_args", "reasoning"]
     text: str | None = None
     index: int | None = None
     id: str | None = None

@@ -246,6 +246,11 @@ def frame_event(element: ListElement, rid: str, round_: int) -> Event:
             deltas.append(
                 Delta(type="tool_args", index=_int(delta.get("i")), text=str(delta.get("x", "")))
             )
+        elif kind == "r":
+            # Reasoning is its own delta type and never joins the frame's `text` (the reply).
+            piece = str(delta.get("x", ""))
+            if piece:
+                deltas.append(Delta(type="reasoning", index=_int(delta.get("i")), text=piece))
     return Event(
         seq=element.seq,
         kind="frame",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
+from turnkeep.cli.usage_line import usage_text
 from turnkeep.harness import TurnResult
 from turnkeep.harness.orchestrator import ToolOutcome
 from turnkeep.providers.base import (
@@ -105,5 +106,10 @@ def describe(result: TurnResult) -> str:
     """`[turn <id>: <status>, N model rounds, X in / Y out tokens(, error: …)]`."""
     rounds = f"{result.rounds} model round{'' if result.rounds == 1 else 's'}"
     text = f"[turn {result.op_id}: {result.status}, {rounds}"
-    text += f", {result.usage.input_tokens} in / {result.usage.output_tokens} out tokens"
+    text += ", " + usage_text(
+        result.usage.input_tokens,
+        result.usage.output_tokens,
+        result.usage.cache_read_tokens,
+        estimated=result.usage.estimated,
+    )
     return text + (f", error: {result.error}]" if result.error else "]")

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, urlsplit
 
+from turnkeep.cli.usage_line import usage_text
+
 if TYPE_CHECKING:
     import httpx
 
@@ -177,7 +179,12 @@ def status_line(turn_id: str, view: Mapping[str, Any]) -> str:
     usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
     text = f"[turn {turn_id}: {view.get('status')}, "
     text += f"{rounds} model round{'' if rounds == 1 else 's'}"
-    text += f", {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens"
+    text += ", " + usage_text(
+        int(usage.get("input_tokens") or 0),
+        int(usage.get("output_tokens") or 0),
+        int(usage.get("cache_read_tokens") or 0),
+        estimated=bool(usage.get("estimated")),
+    )
     error = view.get("error")
     return text + (f", error: {error}]" if error else "]")
 

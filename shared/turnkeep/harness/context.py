@@ -31,6 +31,7 @@ from turnkeep.providers.base import (
     Message,
     ModelProvider,
     ModelRequest,
+    ReasoningPart,
     TextPart,
     ToolCallPart,
     ToolResultPart,
@@ -80,6 +81,9 @@ def message_tokens(message: Message) -> int:
             size += len(part.name) + len(part.arguments)
         elif isinstance(part, ToolResultPart):
             size += len(part.content)
+        elif isinstance(part, ReasoningPart):
+            # Sent back to Claude (signed or redacted), so it takes room in the request.
+            size += len(part.text) + len(part.redacted)
     return (size + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN + MESSAGE_OVERHEAD_TOKENS
 
 

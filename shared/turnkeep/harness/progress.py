@@ -27,6 +27,8 @@ from turnkeep.providers.base import (
     Message,
     ModelResponse,
     Part,
+    ReasoningDelta,
+    ReasoningPart,
     StopReason,
     StreamEvent,
     TextDelta,
@@ -169,6 +171,7 @@ class FrameWriter:
                     usage.output_tokens,
                     usage.cache_read_tokens,
                     usage.cache_write_tokens,
+                    int(usage.estimated),
                 ],
             },
         )
@@ -191,6 +194,17 @@ def _append_delta(buffer: list[dict[str, JsonValue]], event: StreamEvent) -> int
     if isinstance(event, ToolCallStart):
         buffer.append({"k": "c", "i": event.index, "id": event.id, "n": event.name})
         return len(event.id) + len(event.name) + 16
+    if isinstance(event, ReasoningDelta):
+        # Its own kind (`r`): the events view shows it apart from the reply's text.
+        if last is not None and last.get("k") == "r" and last.get("i") == event.index:
+            last["x"] = str(last["x"]) + event.text
+            last["s"] = str(last.get("s", "")) + event.signature
+            last["z"] = str(last.get("z", "")) + event.redacted
+        else:
+            entry: dict[str, JsonValue] = {"k": "r", "i": event.index, "x": event.text}
+            entry["s"], entry["z"] = event.signature, event.redacted
+            buffer.append(entry)
+        return len(event.text.encode("utf-8")) + len(event.signature) + len(event.redacted)
     if isinstance(event, ToolCallDelta):
         if last is not None and last.get("k") == "a" and last.get("i") == event.index:
             last["x"] = str(last["x"]) + event.arguments
@@ -212,13 +226,16 @@ class ReplayedFrames:
 
 class _Delta(BaseModel):
     """One coalesced stream piece as `_append_delta` stores it: text (`t`), a tool call's
-    start (`c`: index, id, name) or a piece of its arguments (`a`)."""
+    start (`c`: index, id, name), a piece of its arguments (`a`) or of reasoning block `i`
+    (`r`: text `x`, signature `s`, redacted content `z`)."""
 
     # Built on first use: a step that replays no frame never pays for them (docs/step-functions.md).
     model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
-    k: Literal["t", "c", "a"]
+    k: Literal["t", "c", "a", "r"]
     x: str = ""
+    s: str = ""
+    z: str = ""
     i: int = 0
     id: str = ""
     n: str = ""
@@ -264,6 +281,7 @@ def read_frames(storage: Storage, op_id: str, response_id: str) -> ReplayedFrame
     text: list[str] = []
     calls: dict[int, tuple[str, str, list[str]]] = {}
     order: list[int] = []
+    reasoning: dict[int, list[list[str]]] = {}
     end: _End | None = None
     for item in stored:
         try:
@@ -279,11 +297,19 @@ def read_frames(storage: Storage, op_id: str, response_id: str) -> ReplayedFrame
             elif delta.k == "c":
                 calls[delta.i] = (delta.id, delta.n, [])
                 order.append(delta.i)
+            elif delta.k == "r":
+                block = reasoning.setdefault(delta.i, [[], [], []])
+                for pieces, piece in zip(block, (delta.x, delta.s, delta.z), strict=True):
+                    pieces.append(piece)
             elif delta.i in calls:
                 calls[delta.i][2].append(delta.x)
         if item.tag == END_TAG:
             end = element.end
+    # Reasoning precedes the reply (Claude sends its thinking blocks first).
     parts: list[Part] = []
+    for i in sorted(reasoning):
+        text_pieces, signature, redacted = ("".join(pieces) for pieces in reasoning[i])
+        parts.append(ReasoningPart(text_pieces, signature, redacted))
     if text and "".join(text):
         parts.append(TextPart("".join(text)))
     if end is not None:
@@ -292,8 +318,10 @@ def read_frames(storage: Storage, op_id: str, response_id: str) -> ReplayedFrame
     message = Message("assistant", tuple(parts))
     if end is None:
         return ReplayedFrames(message, None, len(stored))
-    numbers = [*end.usage, 0, 0, 0, 0][:4]
-    response = ModelResponse(message, end.stop, Usage(*numbers), end.model or "")
+    numbers = [*end.usage, 0, 0, 0, 0, 0][:5]
+    inputs, outputs, cache_read, cache_write, estimated = numbers
+    usage = Usage(inputs, outputs, cache_read, cache_write, estimated=bool(estimated))
+    response = ModelResponse(message, end.stop, usage, end.model or "")
     return ReplayedFrames(message, response, len(stored), end.wrap_up)
 
 

@@ -14,7 +14,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from turnkeep.providers.base import Message, Part, TextPart, ToolCallPart, ToolResultPart
+from turnkeep.providers.base import (
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 from turnkeep.storage import MESSAGE_ENTRY_TYPE, Entry, JsonValue, Storage, Value, value
 
 
@@ -28,6 +35,14 @@ def part_to_json(part: Part) -> dict[str, JsonValue]:
         return {"kind": "text", "text": part.text}
     if isinstance(part, ToolCallPart):
         return {"kind": "tool_call", "id": part.id, "name": part.name, "arguments": part.arguments}
+    if isinstance(part, ReasoningPart):
+        # Kept so the next round can send signed reasoning back; never part of `Message.text`.
+        return {
+            "kind": "reasoning",
+            "text": part.text,
+            "signature": part.signature,
+            "redacted": part.redacted,
+        }
     return {
         "kind": "tool_result",
         "call_id": part.call_id,
@@ -47,6 +62,12 @@ def part_from_json(data: Any) -> Part:
             return TextPart(str(data["text"]))
         if kind == "tool_call":
             return ToolCallPart(str(data["id"]), str(data["name"]), str(data["arguments"]))
+        if kind == "reasoning":
+            return ReasoningPart(
+                str(data.get("text", "")),
+                str(data.get("signature", "")),
+                str(data.get("redacted", "")),
+            )
         if kind == "tool_result":
             return ToolResultPart(
                 str(data["call_id"]),

@@ -14,8 +14,11 @@ from typing import Any
 
 from turnkeep.providers.base import (
     Message,
+    ModelRequest,
     ModelResponse,
     Part,
+    ReasoningDelta,
+    ReasoningPart,
     ResponseDone,
     StopReason,
     TextDelta,
@@ -43,6 +46,14 @@ def arguments_object(arguments: str) -> dict[str, Any] | None:
 
 
 @dataclass(slots=True)
+class _PendingReasoning:
+    index: int
+    pieces: list[str] = field(default_factory=list)
+    signature: str = ""
+    redacted: str = ""
+
+
+@dataclass(slots=True)
 class _PendingCall:
     index: int
     id: str
@@ -55,8 +66,9 @@ class StreamAssembler:
 
     def __init__(self) -> None:
         # Order of appearance: text runs (as lists of pieces) and tool calls interleaved.
-        self._order: list[list[str] | _PendingCall] = []
+        self._order: list[list[str] | _PendingCall | _PendingReasoning] = []
         self._calls: dict[object, _PendingCall] = {}
+        self._reasoning: dict[object, _PendingReasoning] = {}
 
     @property
     def tool_call_count(self) -> int:
@@ -77,6 +89,24 @@ class StreamAssembler:
         else:
             self._order.append([piece])
         return TextDelta(piece)
+
+    def reasoning(
+        self, key: object, *, text: str = "", signature: str = "", redacted: str = ""
+    ) -> ReasoningDelta | None:
+        """Record a piece of the reasoning block `key`; None when the piece is empty."""
+        if not (text or signature or redacted):
+            return None
+        block = self._reasoning.get(key)
+        if block is None:
+            block = self._reasoning[key] = _PendingReasoning(len(self._reasoning))
+            self._order.append(block)
+        if text:
+            block.pieces.append(text)
+        if signature:
+            block.signature += signature
+        if redacted:
+            block.redacted += redacted
+        return ReasoningDelta(block.index, text, signature, redacted)
 
     def start_tool_call(self, key: object, call_id: str, name: str) -> ToolCallStart:
         """Begin the tool call the provider identifies by `key` (its block or index number)."""
@@ -101,6 +131,8 @@ class StreamAssembler:
         for item in self._order:
             if isinstance(item, list):
                 parts.append(TextPart("".join(item)))
+            elif isinstance(item, _PendingReasoning):
+                parts.append(ReasoningPart("".join(item.pieces), item.signature, item.redacted))
             else:
                 arguments = "".join(item.pieces)
                 # A tool without parameters streams no argument text at all; "{}" is what the
@@ -113,3 +145,23 @@ class StreamAssembler:
     def finish(self, stop_reason: StopReason, usage: Usage, model: str) -> ResponseDone:
         """The final event of the round."""
         return ResponseDone(ModelResponse(self.message(), stop_reason, usage, model))
+
+
+def estimated_usage(request: ModelRequest, message: Message) -> Usage:
+    """Usage for a server that reported none: characters / 4 of the request (system prompt,
+    tool specs, messages) and of the reply, marked `estimated` (docs/providers.md, "Usage")."""
+    sent = len(request.system) + sum(
+        len(tool.name) + len(tool.description) + len(json.dumps(tool.input_schema))
+        for tool in request.tools
+    )
+    sent += sum(_part_chars(part) for m in request.messages for part in m.parts)
+    received = sum(_part_chars(part) for part in message.parts)
+    return Usage(-(-sent // 4), -(-received // 4), estimated=True)
+
+
+def _part_chars(part: Part) -> int:
+    if isinstance(part, TextPart | ReasoningPart):
+        return len(part.text)
+    if isinstance(part, ToolCallPart):
+        return len(part.name) + len(part.arguments)
+    return len(part.name) + len(part.content)

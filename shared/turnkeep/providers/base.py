@@ -48,7 +48,22 @@ class ToolResultPart:
     kind: Literal["tool_result"] = "tool_result"
 
 
-Part = TextPart | ToolCallPart | ToolResultPart
+@dataclass(frozen=True, slots=True)
+class ReasoningPart:
+    """The model's reasoning before its answer: kept in the transcript so a round can resume and
+    (signed) sent back to the model, never shown as the reply or copied into working notes.
+
+    `signature` is the provider's proof that the text is the model's own (Claude's signed
+    thinking); `redacted` is reasoning the provider encrypted, base64 (sent back as it came).
+    """
+
+    text: str = ""
+    signature: str = ""
+    redacted: str = ""
+    kind: Literal["reasoning"] = "reasoning"
+
+
+Part = TextPart | ToolCallPart | ToolResultPart | ReasoningPart
 Role = Literal["user", "assistant", "tool"]
 
 
@@ -61,7 +76,7 @@ class Message:
 
     @property
     def text(self) -> str:
-        """Concatenated text parts."""
+        """Concatenated text parts (reasoning excluded)."""
         return "".join(p.text for p in self.parts if isinstance(p, TextPart))
 
     @property
@@ -105,6 +120,9 @@ class Usage:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    estimated: bool = False
+    """True when the server reported no usage and the counts are the provider's estimate
+    (characters / 4), so they are never mistaken for a measured zero (docs/providers.md)."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -112,10 +130,18 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
+            self.estimated or other.estimated,
         )
 
 
-StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "content_filtered"]
+StopReason = Literal[
+    "end_turn",
+    "tool_use",
+    "max_tokens",
+    "stop_sequence",
+    "content_filtered",
+    "guardrail_intervened",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +182,18 @@ class ToolCallDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """A piece of reasoning block `index` (0-based within the round): text, or the block's
+    signature / redacted content when it arrives. Its own kind: never part of the reply."""
+
+    index: int
+    text: str = ""
+    signature: str = ""
+    redacted: str = ""
+    kind: Literal["reasoning_delta"] = "reasoning_delta"
+
+
+@dataclass(frozen=True, slots=True)
 class ResponseDone:
     """The last event of every successful stream."""
 
@@ -163,7 +201,7 @@ class ResponseDone:
     kind: Literal["done"] = "done"
 
 
-StreamEvent = TextDelta | ToolCallStart | ToolCallDelta | ResponseDone
+StreamEvent = TextDelta | ToolCallStart | ToolCallDelta | ReasoningDelta | ResponseDone
 
 
 # -- errors -------------------------------------------------------------------------------------

@@ -2,14 +2,19 @@
 
 The transcript is mapped to Converse messages (tool results become `toolResult` blocks of a user
 message, consecutive same-role messages are merged), tool specs become `toolSpec`s with the JSON
-schema of their pydantic argument models, and the streamed blocks are reassembled into the
-neutral events. Errors are classified (throttling/5xx/timeouts retryable, validation/auth/
-context length fatal) and never retried here: the step's retry policy owns retries.
+schema of their pydantic argument models, model settings become `inferenceConfig`,
+`toolConfig.toolChoice`, `guardrailConfig`, `additionalModelRequestFields` and cache points, and
+the streamed blocks (text, tool use, reasoning) are reassembled into the neutral events. Errors
+are classified (throttling/5xx/timeouts retryable, validation/auth/context length fatal) and never
+retried here: the step's retry policy owns retries. What differs per model family (tool-result
+status, text beside tool results, cache points, signed reasoning) is in docs/providers.md.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -31,23 +36,25 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 from urllib3.exceptions import HTTPError as URLLib3HTTPError
 from urllib3.exceptions import TimeoutError as URLLib3TimeoutError
 
-from turnkeep.providers.assembly import StreamAssembler, arguments_object
+from turnkeep.providers.assembly import StreamAssembler, arguments_object, estimated_usage
 from turnkeep.providers.base import (
     FatalModelError,
     Message,
     ModelError,
     ModelProvider,
     ModelRequest,
+    Part,
+    ReasoningPart,
     RetryableModelError,
     StopReason,
     StreamEvent,
     TextPart,
     ToolCallPart,
-    ToolResultPart,
     ToolSpec,
     Usage,
     check_transcript,
 )
+from turnkeep.providers.settings import ModelSettings
 
 if TYPE_CHECKING:
     from mypy_boto3_bedrock_runtime import BedrockRuntimeClient
@@ -56,7 +63,6 @@ if TYPE_CHECKING:
         ConverseStreamOutputTypeDef,
         InferenceConfigurationTypeDef,
         MessageTypeDef,
-        SystemContentBlockTypeDef,
         TokenUsageTypeDef,
         ToolConfigurationTypeDef,
     )
@@ -88,21 +94,43 @@ _FATAL_CODES: dict[str, str] = {
     "modelerrorexception": "model_error",
     "servicequotaexceededexception": "quota",
 }
+# ValidationException messages that say the input does not fit the model's context (the table
+# in docs/providers.md gives each one's source). An output limit above the model's ("The maximum
+# tokens you requested exceeds the model limit of 4096") is not one: shrinking the input cannot
+# help, so it stays `invalid_request`.
 _CONTEXT_LENGTH = re.compile(
-    r"too long|context (length|window)|too many (input )?tokens|maximum (input )?tokens",
+    r"too long|context (length|window|limit)|too many (input )?tokens|too many total text bytes"
+    r"|input tokens exceed|maximum (input|context) (tokens|length)|exceed context limit",
     re.IGNORECASE,
 )
+_NO_STREAMED_TOOL_USE = re.compile(r"doesn't support tool use in streaming mode", re.IGNORECASE)
 _STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "end_turn",
     "tool_use": "tool_use",
     "max_tokens": "max_tokens",
     "stop_sequence": "stop_sequence",
     "content_filtered": "content_filtered",
-    "guardrail_intervened": "content_filtered",
+    "guardrail_intervened": "guardrail_intervened",
     # The model ran out of context while generating: its output is cut off like max_tokens.
     "model_context_window_exceeded": "max_tokens",
 }
 _NO_OUTPUT = "(no output)"
+# Between tool results and user text for families that refuse both in one user message.
+_BRIDGE_TEXT = "(tool results received)"
+_CACHE_POINT: dict[str, Any] = {"cachePoint": {"type": "default"}}
+# Families whose Converse API takes `toolResult.status` and text blocks beside tool results
+# (the service model: status is "only supported by Amazon Nova and Anthropic Claude 3 and 4").
+_RICH_TOOL_RESULTS = re.compile(r"anthropic\.claude|amazon\.nova", re.IGNORECASE)
+# Models with Bedrock prompt caching (cache points in system, messages; tools: Claude only).
+_CACHING_CLAUDE = re.compile(
+    r"anthropic\.claude-(3-5-haiku|3-5-sonnet-20241022|3-7|(opus|sonnet|haiku)-[4-9]|[4-9])",
+    re.IGNORECASE,
+)
+_CACHING_NOVA = re.compile(r"amazon\.nova", re.IGNORECASE)
+_CLAUDE = re.compile(r"anthropic\.claude", re.IGNORECASE)
+# Model ids that answered "doesn't support tool use in streaming mode": later rounds with tools
+# go straight to Converse (process-wide, like the default clients).
+_CONVERSE_FOR_TOOLS: set[str] = set()
 
 
 class BedrockProvider(ModelProvider):
@@ -118,6 +146,7 @@ class BedrockProvider(ModelProvider):
         stream: bool = True,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         region_name: str | None = None,
+        settings: ModelSettings | None = None,
     ) -> None:
         if not model_id or model_id != model_id.strip():
             raise ValueError(f"bedrock model id must be non-empty without spaces: {model_id!r}")
@@ -128,6 +157,8 @@ class BedrockProvider(ModelProvider):
         self.max_tokens = max_tokens
         self._region_name = region_name
         self._client = client
+        self.settings = settings or ModelSettings()
+        """The spec's settings; a request's `settings` override them field by field."""
 
     @property
     def client(self) -> BedrockRuntimeClient:
@@ -141,37 +172,113 @@ class BedrockProvider(ModelProvider):
     def converse_arguments(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of `converse` / `converse_stream` for `request`."""
         check_transcript(request.messages)
-        tools_on = bool(request.tools)
+        settings = self.settings.merged(request.settings)
+        tools_on = bool(request.tools) and settings.tool_choice != "none"
+        rich = bool(_RICH_TOOL_RESULTS.search(self.model_id))
+        messages = converse_messages(
+            request.messages,
+            tools_on=tools_on,
+            tool_status=rich,
+            text_beside_results=rich,
+            signed_reasoning=bool(_CLAUDE.search(self.model_id)),
+        )
+        caching = self._caching(settings)
+        if caching and messages:
+            last = messages[-1]
+            messages[-1] = {
+                "role": last["role"],
+                "content": [*last["content"], {"cachePoint": {"type": "default"}}],
+            }
         arguments: dict[str, Any] = {
             "modelId": self.model_id,
-            "messages": converse_messages(request.messages, tools_on=tools_on),
-            "inferenceConfig": _inference_config(request, self.max_tokens),
+            "messages": messages,
+            "inferenceConfig": self._inference_config(request, settings),
         }
         if request.system.strip():
-            system: list[SystemContentBlockTypeDef] = [{"text": request.system}]
+            system: list[Any] = [{"text": request.system}]
+            if caching:
+                system.append(_CACHE_POINT)
             arguments["system"] = system
         if tools_on:
-            arguments["toolConfig"] = tool_configuration(request.tools)
+            config: Any = tool_configuration(request.tools, settings.tool_choice)
+            if caching and _CACHING_CLAUDE.search(self.model_id):
+                config["tools"] = [*config["tools"], _CACHE_POINT]
+            arguments["toolConfig"] = config
+        if settings.guardrail is not None:
+            arguments["guardrailConfig"] = {
+                "guardrailIdentifier": settings.guardrail.identifier,
+                "guardrailVersion": settings.guardrail.version,
+                "trace": "enabled" if settings.guardrail.trace else "disabled",
+            }
+        fields = self._additional_fields(settings)
+        if fields:
+            arguments["additionalModelRequestFields"] = fields
         return arguments
+
+    def _caching(self, settings: ModelSettings) -> bool:
+        if settings.prompt_cache is not None:
+            return settings.prompt_cache
+        return bool(_CACHING_CLAUDE.search(self.model_id) or _CACHING_NOVA.search(self.model_id))
+
+    def _inference_config(
+        self, request: ModelRequest, settings: ModelSettings
+    ) -> InferenceConfigurationTypeDef:
+        config: InferenceConfigurationTypeDef = {
+            "maxTokens": request.max_tokens or settings.max_tokens or self.max_tokens
+        }
+        temperature = request.temperature
+        if temperature is None:
+            temperature = settings.temperature
+        if temperature is not None:
+            config["temperature"] = temperature
+        if settings.top_p is not None:
+            config["topP"] = settings.top_p
+        if settings.stop:
+            config["stopSequences"] = list(settings.stop)
+        return config
+
+    def _additional_fields(self, settings: ModelSettings) -> dict[str, Any]:
+        fields = dict(settings.extra or {})
+        if settings.reasoning_budget is not None:
+            if not _CLAUDE.search(self.model_id):
+                raise FatalModelError(
+                    f"bedrock {self.model_id}: reasoning_budget is only mapped for Anthropic "
+                    "Claude (thinking.budget_tokens); pass this model's own field in `extra`",
+                    code="configuration",
+                )
+            fields["thinking"] = {"type": "enabled", "budget_tokens": settings.reasoning_budget}
+        return fields
 
     # -- rounds ---------------------------------------------------------------------------------
 
     def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
-        """Stream one round (ConverseStream, or Converse when streaming is off)."""
+        """Stream one round: ConverseStream, or Converse when streaming is off or the model
+        cannot stream tool use (learnt from its first refusal, then remembered)."""
         arguments = self.converse_arguments(request)
-        if self.streaming:
-            yield from self._stream_round(arguments)
-        else:
-            yield from self._converse_round(arguments)
+        tools = "toolConfig" in arguments
+        if not self.streaming or (tools and self.model_id in _CONVERSE_FOR_TOOLS):
+            yield from self._converse_round(arguments, request)
+            return
+        try:
+            yield from self._stream_round(arguments, request)
+        except FatalModelError as exc:
+            # Raised by the ConverseStream call itself, before any event: nothing was yielded.
+            refused = exc.code == "invalid_request" and _NO_STREAMED_TOOL_USE.search(str(exc))
+            if not (tools and refused):
+                raise
+            _CONVERSE_FOR_TOOLS.add(self.model_id)
+            yield from self._converse_round(arguments, request)
 
-    def _stream_round(self, arguments: dict[str, Any]) -> Iterator[StreamEvent]:
+    def _stream_round(
+        self, arguments: dict[str, Any], request: ModelRequest
+    ) -> Iterator[StreamEvent]:
         try:
             response = self.client.converse_stream(**arguments)
         except (ClientError, BotoCoreError) as exc:
             raise self._error(exc) from exc
         assembler = StreamAssembler()
         stop: str | None = None
-        usage = Usage()
+        usage: Usage | None = None
         events = response["stream"]
         try:
             for event in events:
@@ -192,6 +299,8 @@ class BedrockProvider(ModelProvider):
                 f"bedrock {self.model_id}: stream ended without messageStop",
                 code="stream_truncated",
             )
+        if usage is None:
+            usage = estimated_usage(request, assembler.message())
         yield assembler.finish(self._stop_reason(stop, assembler), usage, self.model_id)
 
     def _stream_event(
@@ -234,9 +343,22 @@ class BedrockProvider(ModelProvider):
                 piece = assembler.tool_arguments(index, delta["toolUse"]["input"])
                 if piece is not None:
                     yield piece
-            # reasoningContent / citation deltas have no place in the neutral transcript.
+            elif "reasoningContent" in delta:
+                reasoning = delta["reasoningContent"]
+                redacted = reasoning.get("redactedContent")
+                thought = assembler.reasoning(
+                    ("reasoning", block["contentBlockIndex"]),
+                    text=reasoning.get("text", ""),
+                    signature=reasoning.get("signature", ""),
+                    redacted=base64.b64encode(redacted).decode() if redacted else "",
+                )
+                if thought is not None:
+                    yield thought
+            # citation deltas have no place in the neutral transcript.
 
-    def _converse_round(self, arguments: dict[str, Any]) -> Iterator[StreamEvent]:
+    def _converse_round(
+        self, arguments: dict[str, Any], request: ModelRequest
+    ) -> Iterator[StreamEvent]:
         try:
             response = self.client.converse(**arguments)
         except (ClientError, BotoCoreError) as exc:
@@ -256,8 +378,22 @@ class BedrockProvider(ModelProvider):
                 )
                 if piece is not None:
                     yield piece
+            elif "reasoningContent" in block:
+                reasoning = block["reasoningContent"]
+                signed = reasoning.get("reasoningText", {})
+                redacted = reasoning.get("redactedContent")
+                thought = assembler.reasoning(
+                    ("reasoning", index),
+                    text=signed.get("text", ""),
+                    signature=signed.get("signature", ""),
+                    redacted=base64.b64encode(redacted).decode() if redacted else "",
+                )
+                if thought is not None:
+                    yield thought
         stop = self._stop_reason(response["stopReason"], assembler)
-        yield assembler.finish(stop, _usage(response["usage"]), self.model_id)
+        reported = response.get("usage")
+        usage = _usage(reported) if reported else estimated_usage(request, assembler.message())
+        yield assembler.finish(stop, usage, self.model_id)
 
     # -- classification -------------------------------------------------------------------------
 
@@ -306,7 +442,9 @@ class BedrockProvider(ModelProvider):
             return RetryableModelError(text, code=_RETRYABLE_CODES[key])
         if key in _FATAL_CODES:
             kind = _FATAL_CODES[key]
-            if kind == "invalid_request" and _CONTEXT_LENGTH.search(message):
+            # "The model returned the following errors: ..." (a model's own validation, relayed
+            # as ValidationException or ModelErrorException) may be a context overflow too.
+            if kind in ("invalid_request", "model_error") and _CONTEXT_LENGTH.search(message):
                 kind = "context_length"
             return FatalModelError(text, code=kind)
         if status is not None and (status == 429 or status >= 500):
@@ -326,6 +464,9 @@ def default_client(region_name: str | None = None) -> BedrockRuntimeClient:
     retry policy, so a throttled round surfaces as RetryableModelError at once instead of
     sleeping inside the Lambda.
     """
+    if region_name is None and not os.environ.get("AWS_DEFAULT_REGION"):
+        # botocore reads only AWS_DEFAULT_REGION; Lambda sets both, a laptop often AWS_REGION.
+        region_name = os.environ.get("AWS_REGION") or None
     with _default_clients_lock:
         client = _default_clients.get(region_name)
         if client is None:
@@ -344,30 +485,64 @@ def default_client(region_name: str | None = None) -> BedrockRuntimeClient:
 # -- mapping ------------------------------------------------------------------------------------
 
 
-def converse_messages(messages: Sequence[Message], *, tools_on: bool) -> list[MessageTypeDef]:
+def converse_messages(
+    messages: Sequence[Message],
+    *,
+    tools_on: bool,
+    tool_status: bool = True,
+    text_beside_results: bool = True,
+    signed_reasoning: bool = False,
+) -> list[MessageTypeDef]:
     """Map the transcript to Converse messages: strict user/assistant alternation.
 
     `tool` messages become user messages of `toolResult` blocks; consecutive messages of the
     same Converse role are merged; blank text is dropped (Converse rejects blank blocks). With
     tools off, Converse rejects toolUse/toolResult blocks without a toolConfig, so earlier calls
-    and results are rendered as text instead.
+    and results are rendered as text instead. `tool_status`: send `toolResult.status` (else an
+    error result's text says so); `text_beside_results`: user text may join the user message of
+    tool results (else a short assistant message separates them); `signed_reasoning`: send
+    signed or redacted reasoning back as `reasoningContent` (Claude), else reasoning is left out.
     """
     out: list[MessageTypeDef] = []
     for message in messages:
         role: str = "assistant" if message.role == "assistant" else "user"
-        blocks = [block for part in message.parts for block in _blocks(part, tools_on=tools_on)]
+        blocks = [
+            block
+            for part in message.parts
+            for block in _blocks(
+                part,
+                tools_on=tools_on,
+                tool_status=tool_status,
+                signed_reasoning=signed_reasoning and tools_on,
+            )
+        ]
         if not blocks:
             continue
         if out and out[-1]["role"] == role:
-            out[-1] = {"role": out[-1]["role"], "content": [*out[-1]["content"], *blocks]}
+            previous = list(out[-1]["content"])
+            if not text_beside_results and role == "user" and _mixes(previous, blocks):
+                out.append({"role": "assistant", "content": [{"text": _BRIDGE_TEXT}]})
+                out.append({"role": "user", "content": blocks})
+                continue
+            out[-1] = {"role": out[-1]["role"], "content": [*previous, *blocks]}
         else:
             out.append({"role": "assistant" if role == "assistant" else "user", "content": blocks})
     return out
 
 
-def _blocks(part: TextPart | ToolCallPart | ToolResultPart, *, tools_on: bool) -> list[Any]:
+def _mixes(previous: Sequence[Any], blocks: Sequence[Any]) -> bool:
+    """Whether merging would put text and toolResult blocks in one user message."""
+    kinds = {next(iter(block)) for block in [*previous, *blocks]}
+    return "toolResult" in kinds and "text" in kinds
+
+
+def _blocks(
+    part: Part, *, tools_on: bool, tool_status: bool = True, signed_reasoning: bool = False
+) -> list[Any]:
     if isinstance(part, TextPart):
         return [{"text": part.text}] if part.text.strip() else []
+    if isinstance(part, ReasoningPart):
+        return _reasoning_blocks(part) if signed_reasoning else []
     if isinstance(part, ToolCallPart):
         if not tools_on:
             return [{"text": f"[called tool {part.name} (id {part.id}) with {part.arguments}]"}]
@@ -379,14 +554,23 @@ def _blocks(part: TextPart | ToolCallPart | ToolResultPart, *, tools_on: bool) -
     if not tools_on:
         status = "error" if part.is_error else "ok"
         return [{"text": f"[result of tool {part.name} (id {part.call_id}), {status}]\n{content}"}]
-    result: ContentBlockTypeDef = {
-        "toolResult": {
-            "toolUseId": part.call_id,
-            "content": [{"text": content}],
-            "status": "error" if part.is_error else "success",
-        }
-    }
-    return [result]
+    result: dict[str, Any] = {"toolUseId": part.call_id, "content": [{"text": content}]}
+    if tool_status:
+        result["status"] = "error" if part.is_error else "success"
+    elif part.is_error:
+        # Without a status field the model learns of the failure from the text.
+        result["content"] = [{"text": f"[tool error] {content}"}]
+    return [{"toolResult": result}]
+
+
+def _reasoning_blocks(part: ReasoningPart) -> list[Any]:
+    """Claude's reasoning as it came: signed text, or redacted content; unsigned is dropped."""
+    if part.redacted:
+        return [{"reasoningContent": {"redactedContent": base64.b64decode(part.redacted)}}]
+    if part.signature:
+        text = {"text": part.text, "signature": part.signature}
+        return [{"reasoningContent": {"reasoningText": text}}]
+    return []
 
 
 def tool_input(call: ToolCallPart) -> dict[str, Any]:
@@ -399,13 +583,16 @@ def tool_input(call: ToolCallPart) -> dict[str, Any]:
     return {} if value is None else value
 
 
-def tool_configuration(tools: Sequence[ToolSpec]) -> ToolConfigurationTypeDef:
-    """Converse `toolConfig` for the given tool specs."""
+def tool_configuration(
+    tools: Sequence[ToolSpec], tool_choice: str | None = None
+) -> ToolConfigurationTypeDef:
+    """Converse `toolConfig` for the given tool specs and tool choice ('auto', 'required' /
+    'any', or a tool's name; None = the model's default)."""
     names = [tool.name for tool in tools]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
         raise FatalModelError(f"duplicate tool names: {duplicates}", code="invalid_request")
-    return {
+    config: ToolConfigurationTypeDef = {
         "tools": [
             {
                 "toolSpec": {
@@ -417,12 +604,19 @@ def tool_configuration(tools: Sequence[ToolSpec]) -> ToolConfigurationTypeDef:
             for tool in tools
         ]
     }
-
-
-def _inference_config(request: ModelRequest, default_max: int) -> InferenceConfigurationTypeDef:
-    config: InferenceConfigurationTypeDef = {"maxTokens": request.max_tokens or default_max}
-    if request.temperature is not None:
-        config["temperature"] = request.temperature
+    if tool_choice in (None, "none"):
+        return config
+    if tool_choice == "auto":
+        config["toolChoice"] = {"auto": {}}
+    elif tool_choice in ("required", "any"):
+        config["toolChoice"] = {"any": {}}
+    elif tool_choice in names:
+        config["toolChoice"] = {"tool": {"name": tool_choice}}
+    else:
+        raise FatalModelError(
+            f"tool_choice {tool_choice!r} names no tool of this round (tools: {sorted(names)})",
+            code="configuration",
+        )
     return config
 
 

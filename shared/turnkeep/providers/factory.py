@@ -1,9 +1,13 @@
 """Pick a model provider from one configuration string (see docs/providers.md).
 
     scripted[?delay_ms=N&words_per_frame=N&context=N&reserve=N]
-    bedrock:<model id>[?region=R&stream=false&max_tokens=N&context=N&reserve=N]
-    openai:<base url>#<model>[?key=<reference>&stream=false&timeout=S&max_tokens=N
-                              &context=N&reserve=N]
+    bedrock:<model id>[?region=R&stream=false&context=N&reserve=N&<settings>]
+    openai:<base url>#<model>[?key=<reference>&stream=false&timeout=S&context=N&reserve=N
+                              &<settings>]
+
+`<settings>` are model settings (turnkeep.providers.settings: max_tokens, temperature, top_p,
+stop (repeatable), tool_choice, extra, prompt_cache, guardrail, reasoning_budget); they parse into
+the provider's ModelSettings, which a request's own settings override field by field.
 
 `<reference>` is a credential reference (`env:` / `secretsmanager:` / `ssm:`, see
 turnkeep.providers.credentials); without it the key comes from the environment. Provider modules
@@ -25,6 +29,7 @@ from turnkeep.providers.context import (
     context_window,
     openai_context_tokens,
 )
+from turnkeep.providers.settings import SETTING_OPTIONS, ModelSettings, settings_from_options
 
 if TYPE_CHECKING:
     import httpx
@@ -34,9 +39,9 @@ if TYPE_CHECKING:
 
 SPEC_FORMS = (
     "scripted[?delay_ms=N&words_per_frame=N&context=N&reserve=N]",
-    "bedrock:<model id>[?region=R&stream=false&max_tokens=N&context=N&reserve=N]",
-    "openai:<base url>#<model>[?key=<reference>&stream=false&timeout=S&max_tokens=N"
-    "&context=N&reserve=N]",
+    "bedrock:<model id>[?region=R&stream=false&context=N&reserve=N&<model settings>]",
+    "openai:<base url>#<model>[?key=<reference>&stream=false&timeout=S&context=N&reserve=N"
+    "&<model settings>]",
 )
 # Every provider's options use one syntax, `kind[:target]?name=value&...`; the scripted model's
 # options are how tests and demos shape it (docs/providers.md lists them all).
@@ -44,8 +49,9 @@ SPEC_FORMS = (
 # every provider's: the harness budgets each request by them (docs/harness.md).
 _CONTEXT_OPTIONS = frozenset({"context", "reserve"})
 _SCRIPTED_OPTIONS = frozenset({"delay_ms", "words_per_frame"}) | _CONTEXT_OPTIONS
-_BEDROCK_OPTIONS = frozenset({"region", "stream", "max_tokens"}) | _CONTEXT_OPTIONS
-_OPENAI_OPTIONS = frozenset({"key", "stream", "timeout", "max_tokens"}) | _CONTEXT_OPTIONS
+_BEDROCK_OPTIONS = frozenset({"region", "stream"}) | _CONTEXT_OPTIONS | SETTING_OPTIONS
+_OPENAI_OPTIONS = frozenset({"key", "stream", "timeout"}) | _CONTEXT_OPTIONS | SETTING_OPTIONS
+_REPEATABLE = frozenset({"stop"})
 
 
 class ProviderConfigError(FatalModelError, ValueError):
@@ -88,7 +94,7 @@ def provider_from_config(
 
 
 def _scripted(spec: str, rest: str) -> ModelProvider:
-    head, options = _split_options(spec, rest, _SCRIPTED_OPTIONS)
+    head, options, _ = _split_options(spec, rest, _SCRIPTED_OPTIONS)
     if head:
         raise ProviderConfigError(
             f"provider spec {spec!r}: 'scripted' takes only options, "
@@ -112,7 +118,7 @@ def _scripted(spec: str, rest: str) -> ModelProvider:
 
 
 def _bedrock(spec: str, rest: str, client: BedrockRuntimeClient | None) -> ModelProvider:
-    model_id, options = _split_options(spec, rest, _BEDROCK_OPTIONS)
+    model_id, options, stops = _split_options(spec, rest, _BEDROCK_OPTIONS)
     if not model_id or any(c.isspace() for c in model_id):
         raise ProviderConfigError(
             f"provider spec {spec!r}: bedrock needs a model id without spaces, "
@@ -130,6 +136,7 @@ def _bedrock(spec: str, rest: str, client: BedrockRuntimeClient | None) -> Model
         stream=_bool(spec, options, "stream", default=True),
         max_tokens=max_tokens,
         region_name=options.get("region"),
+        settings=_settings(spec, options, stops),
     )
     provider.context = window
     return provider
@@ -150,7 +157,7 @@ def _openai(
             f"provider spec {spec!r}: openai needs '<base url>#<model>', "
             "e.g. openai:http://localhost:11434/v1#llama3.1"
         )
-    model, options = _split_options(spec, model_part, _OPENAI_OPTIONS)
+    model, options, stops = _split_options(spec, model_part, _OPENAI_OPTIONS)
     if not model:
         raise ProviderConfigError(f"provider spec {spec!r}: the model name after '#' is empty")
     if not base_url.startswith(("http://", "https://")):
@@ -163,6 +170,7 @@ def _openai(
     max_tokens = _int(spec, options, "max_tokens", default=0) or None
     timeout = _float(spec, options, "timeout", default=DEFAULT_TIMEOUT)
     stream = _bool(spec, options, "stream", default=True)
+    settings = _settings(spec, options, stops)
     window = _context(
         spec, options, default_tokens=openai_context_tokens(model), max_tokens=max_tokens
     )
@@ -179,6 +187,7 @@ def _openai(
             timeout,
             stream=stream,
             max_tokens=max_tokens,
+            settings=settings,
         )
     except ValueError as exc:
         raise ProviderConfigError(f"provider spec {spec!r}: {exc}") from exc
@@ -189,11 +198,15 @@ def _openai(
 # -- options ------------------------------------------------------------------------------------
 
 
-def _split_options(spec: str, text: str, allowed: frozenset[str]) -> tuple[str, dict[str, str]]:
+def _split_options(
+    spec: str, text: str, allowed: frozenset[str]
+) -> tuple[str, dict[str, str], list[str]]:
+    """The head before `?`, the options (each at most once) and the repeatable `stop` values."""
     head, question, query = text.partition("?")
     if not question:
-        return head.strip(), {}
+        return head.strip(), {}, []
     options: dict[str, str] = {}
+    stops: list[str] = []
     try:
         # A literal "+" stays a plus (secret and parameter names may contain one), not a space.
         pairs = parse_qsl(query.replace("+", "%2B"), keep_blank_values=True, strict_parsing=True)
@@ -205,10 +218,23 @@ def _split_options(spec: str, text: str, allowed: frozenset[str]) -> tuple[str, 
                 f"provider spec {spec!r}: unknown option {name!r} "
                 f"(allowed: {', '.join(sorted(allowed))})"
             )
+        if name in _REPEATABLE:
+            stops.append(value)
+            continue
         if name in options:
             raise ProviderConfigError(f"provider spec {spec!r}: option {name!r} given twice")
         options[name] = value
-    return head.strip(), options
+    return head.strip(), options, stops
+
+
+def _settings(spec: str, options: Mapping[str, str], stops: list[str]) -> ModelSettings:
+    values = {name: [value] for name, value in options.items() if name in SETTING_OPTIONS}
+    if stops:
+        values["stop"] = stops
+    try:
+        return settings_from_options(values)
+    except ValueError as exc:
+        raise ProviderConfigError(f"provider spec {spec!r}: {exc}") from exc
 
 
 def _context(

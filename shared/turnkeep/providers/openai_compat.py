@@ -1,10 +1,12 @@
 """Any OpenAI-compatible Chat Completions endpoint (OpenAI, Ollama, vLLM, ...) over httpx.
 
 One round is one POST `{base_url}/chat/completions` with `stream: true` (server-sent events,
-usage requested from the final chunk). Streamed `tool_calls` deltas are reassembled by index;
-the argument text is passed on raw (the harness validates it). Errors are classified and never
-retried here: 429/5xx/timeouts/dropped streams are retryable, 4xx are fatal with the server's
-message.
+usage requested from the final chunk; a server that sends none gets estimated usage). Streamed
+`tool_calls` deltas are reassembled by index; the argument text is passed on raw (the harness
+validates it); `reasoning_content` deltas (llama.cpp, vLLM, DeepSeek) become reasoning events.
+Model settings map to `temperature`, `top_p`, `stop`, `max_tokens`, `tool_choice` and extra body
+fields. Errors are classified and never retried here: 429/5xx/timeouts/dropped streams are
+retryable, 4xx are fatal with the server's message.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from turnkeep.providers.assembly import StreamAssembler, arguments_object
+from turnkeep.providers.assembly import StreamAssembler, arguments_object, estimated_usage
 from turnkeep.providers.base import (
     FatalModelError,
     Message,
@@ -36,6 +38,7 @@ from turnkeep.providers.base import (
     Usage,
     check_transcript,
 )
+from turnkeep.providers.settings import ModelSettings
 
 DEFAULT_TIMEOUT = 120.0
 # Tool results carry no error flag in Chat Completions; the model learns of a failure from this
@@ -50,10 +53,18 @@ _FINISH_REASONS: dict[str, StopReason] = {
     "length": "max_tokens",
     "content_filter": "content_filtered",
 }
+# Messages and error codes/types that mean "the prompt does not fit" (sources: the table in
+# docs/providers.md): OpenAI `context_length_exceeded`, llama-server `exceed_context_size_error`
+# ("... exceeds the available context size ..."), vLLM's "maximum context length", llama-cpp-
+# python's "Requested tokens (N) exceed context window of M".
 _CONTEXT_LENGTH = re.compile(
-    r"context[_ ]length|context window|maximum context|too many tokens|prompt is too long",
+    r"context[_ ]length|context window|context size|maximum context|too many tokens"
+    r"|prompt is too long",
     re.IGNORECASE,
 )
+_CONTEXT_CODES = ("context_length", "exceed_context_size")
+# Body fields the provider owns; `extra` may not replace them.
+_OWN_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "tools"})
 
 
 class OpenAICompatProvider(ModelProvider):
@@ -71,6 +82,7 @@ class OpenAICompatProvider(ModelProvider):
         *,
         stream: bool = True,
         max_tokens: int | None = None,
+        settings: ModelSettings | None = None,
     ) -> None:
         try:
             parsed = httpx.URL(base_url)
@@ -91,6 +103,8 @@ class OpenAICompatProvider(ModelProvider):
         self._api_key = api_key
         self._timeout = httpx.Timeout(timeout, connect=min(timeout, 10.0))
         self._client = client if client is not None else default_client()
+        self.settings = settings or ModelSettings()
+        """The spec's settings; a request's `settings` override them field by field."""
 
     @property
     def url(self) -> str:
@@ -103,21 +117,52 @@ class OpenAICompatProvider(ModelProvider):
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for `request` (the transcript is checked first)."""
         check_transcript(request.messages)
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": chat_messages(request.system, request.messages),
-            "stream": self.streaming,
-        }
+        settings = self.settings.merged(request.settings)
+        self._check_settings(settings)
+        body: dict[str, Any] = dict(settings.extra or {})
+        body.update(
+            model=self.model,
+            messages=chat_messages(request.system, request.messages),
+            stream=self.streaming,
+        )
         if self.streaming:
             body["stream_options"] = {"include_usage": True}
         if request.tools:
             body["tools"] = chat_tools(request.tools)
-        max_tokens = request.max_tokens or self.max_tokens
+            if settings.tool_choice is not None:
+                body["tool_choice"] = chat_tool_choice(settings.tool_choice, request.tools)
+        max_tokens = request.max_tokens or settings.max_tokens or self.max_tokens
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
+        temperature = request.temperature
+        if temperature is None:
+            temperature = settings.temperature
+        if temperature is not None:
+            body["temperature"] = temperature
+        if settings.top_p is not None:
+            body["top_p"] = settings.top_p
+        if settings.stop:
+            body["stop"] = list(settings.stop)
         return body
+
+    def _check_settings(self, settings: ModelSettings) -> None:
+        """Settings Chat Completions has no field for fail the round with a clear error."""
+        unsupported = [
+            name
+            for name, value in (
+                ("guardrail", settings.guardrail),
+                ("reasoning_budget", settings.reasoning_budget),
+            )
+            if value is not None
+        ]
+        owned = sorted(_OWN_FIELDS & set(settings.extra or {}))
+        if unsupported or owned:
+            what = ", ".join(unsupported) or f"extra fields {owned} (set by the provider)"
+            raise FatalModelError(
+                f"{self._label}: {what} cannot be sent to a Chat Completions endpoint "
+                '(docs/providers.md, "Model settings"; server-specific fields go in `extra`)',
+                code="configuration",
+            )
 
     def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """Stream one round; the last event is ResponseDone."""
@@ -134,12 +179,12 @@ class OpenAICompatProvider(ModelProvider):
                     raise self._http_error(response.status_code, _error_body(response))
                 content_type = response.headers.get("content-type", "")
                 if self.streaming and not content_type.startswith("application/json"):
-                    yield from self._parse_stream(response.iter_lines())
+                    yield from self._parse_stream(response.iter_lines(), request)
                 else:
                     # Streaming off, or a server that ignored `stream: true` and sent the
                     # whole completion as JSON.
                     response.read()
-                    yield from self._parse_complete(response)
+                    yield from self._parse_complete(response, request)
         except httpx.TimeoutException as exc:
             raise RetryableModelError(
                 f"{self._label}: timed out ({type(exc).__name__})", code="timeout"
@@ -157,7 +202,7 @@ class OpenAICompatProvider(ModelProvider):
     def _label(self) -> str:
         return f"openai-compatible {self.base_url} model {self.model}"
 
-    def _parse_stream(self, lines: Iterable[str]) -> Iterator[StreamEvent]:
+    def _parse_stream(self, lines: Iterable[str], request: ModelRequest) -> Iterator[StreamEvent]:
         state = _StreamState()
         done = False
         for data in sse_data(lines):
@@ -190,7 +235,11 @@ class OpenAICompatProvider(ModelProvider):
             )
         yield from state.flush_unnamed()
         stop = self._stop_reason(state.finish_reason, state.assembler)
-        yield state.assembler.finish(stop, state.usage, state.model or self.model)
+        usage = state.usage
+        if usage is None:
+            # llama-cpp-python ignores stream_options: an honest estimate, marked as one.
+            usage = estimated_usage(request, state.assembler.message())
+        yield state.assembler.finish(stop, usage, state.model or self.model)
 
     def _chunk(self, chunk: dict[str, Any], state: _StreamState) -> Iterator[StreamEvent]:
         if chunk.get("error"):
@@ -203,6 +252,12 @@ class OpenAICompatProvider(ModelProvider):
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
+            # llama.cpp, DeepSeek and older vLLM say `reasoning_content`; newer vLLM `reasoning`.
+            reasoning = delta.get("reasoning_content", delta.get("reasoning"))
+            if isinstance(reasoning, str):
+                thought = state.assembler.reasoning("reasoning", text=reasoning)
+                if thought is not None:
+                    yield thought
             content = delta.get("content")
             if isinstance(content, str):
                 text = state.assembler.text(content)
@@ -213,9 +268,11 @@ class OpenAICompatProvider(ModelProvider):
             if choice.get("finish_reason"):
                 state.finish_reason = str(choice["finish_reason"])
 
-    def _parse_complete(self, response: httpx.Response) -> Iterator[StreamEvent]:
+    def _parse_complete(
+        self, response: httpx.Response, request: ModelRequest
+    ) -> Iterator[StreamEvent]:
         try:
-            events = list(self._completion_events(response.json()))
+            events = list(self._completion_events(response.json(), request))
         except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
             raise RetryableModelError(
                 f"{self._label}: malformed completion: {response.text[:200]!r}",
@@ -223,10 +280,15 @@ class OpenAICompatProvider(ModelProvider):
             ) from exc
         yield from events
 
-    def _completion_events(self, payload: Any) -> Iterator[StreamEvent]:
+    def _completion_events(self, payload: Any, request: ModelRequest) -> Iterator[StreamEvent]:
         choice = payload["choices"][0]
         message = choice["message"]
         assembler = StreamAssembler()
+        reasoning = message.get("reasoning_content", message.get("reasoning"))
+        if isinstance(reasoning, str):
+            thought = assembler.reasoning("reasoning", text=reasoning)
+            if thought is not None:
+                yield thought
         if isinstance(message.get("content"), str):
             text = assembler.text(message["content"])
             if text is not None:
@@ -238,8 +300,11 @@ class OpenAICompatProvider(ModelProvider):
             piece = assembler.tool_arguments(index, _arguments_text(function.get("arguments")))
             if piece is not None:
                 yield piece
-        usage = _usage(payload["usage"]) if isinstance(payload.get("usage"), dict) else Usage()
         stop = self._stop_reason(str(choice.get("finish_reason") or ""), assembler)
+        if isinstance(payload.get("usage"), dict):
+            usage = _usage(payload["usage"])
+        else:
+            usage = estimated_usage(request, assembler.message())
         yield assembler.finish(stop, usage, str(payload.get("model") or self.model))
 
     def _stop_reason(self, finish_reason: str, assembler: StreamAssembler) -> StopReason:
@@ -320,7 +385,7 @@ class _StreamState:
     calls: dict[object, _CallState] = field(default_factory=dict)
     last_key: object = None
     finish_reason: str | None = None
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage | None = None
     model: str = ""
 
     def tool_call_delta(self, position: int, raw: object) -> Iterator[StreamEvent]:
@@ -390,7 +455,12 @@ def chat_messages(system: str, messages: Sequence[Message]) -> list[dict[str, An
         text = "".join(p.text for p in message.parts if isinstance(p, TextPart))
         if message.role == "assistant":
             calls = [p for p in message.parts if isinstance(p, ToolCallPart)]
-            entry: dict[str, Any] = {"role": "assistant", "content": text or None}
+            entry: dict[str, Any] = {"role": "assistant"}
+            if text or not calls:
+                # A message of tool calls only leaves `content` out: llama-cpp-python's server
+                # refuses `"content": null` with HTTP 500; OpenAI, vLLM and llama-server accept
+                # both.
+                entry["content"] = text
             if calls:
                 entry["tool_calls"] = [
                     {
@@ -400,8 +470,6 @@ def chat_messages(system: str, messages: Sequence[Message]) -> list[dict[str, An
                     }
                     for call in calls
                 ]
-            else:
-                entry["content"] = text
             out.append(entry)
             continue
         for result in results:
@@ -416,6 +484,22 @@ def chat_messages(system: str, messages: Sequence[Message]) -> list[dict[str, An
 
 def _sent_arguments(call: ToolCallPart) -> str:
     return call.arguments if arguments_object(call.arguments) is not None else "{}"
+
+
+def chat_tool_choice(choice: str, tools: Sequence[ToolSpec]) -> str | dict[str, Any]:
+    """Chat Completions `tool_choice`: 'auto' / 'required' ('any' is its alias) / 'none', or
+    the named function (FatalModelError when no tool of the round has that name)."""
+    if choice in ("auto", "required", "none"):
+        return choice
+    if choice == "any":
+        return "required"
+    names = sorted(tool.name for tool in tools)
+    if choice not in names:
+        raise FatalModelError(
+            f"tool_choice {choice!r} names no tool of this round (tools: {names})",
+            code="configuration",
+        )
+    return {"type": "function", "function": {"name": choice}}
 
 
 def chat_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
@@ -460,10 +544,12 @@ class _ServerError:
     message: str
     code: str = ""
     status: int | None = None
+    type: str = ""
 
     @property
     def is_context_length(self) -> bool:
-        return "context_length" in self.code or bool(_CONTEXT_LENGTH.search(self.message))
+        codes = f"{self.code} {self.type}"
+        return any(c in codes for c in _CONTEXT_CODES) or bool(_CONTEXT_LENGTH.search(self.message))
 
     @classmethod
     def from_json(cls, raw: object) -> _ServerError:
@@ -472,11 +558,13 @@ class _ServerError:
             if isinstance(inner, dict):
                 message = inner.get("message") or inner.get("detail") or json.dumps(inner)
                 code = inner.get("code") or inner.get("type") or ""
-                # vLLM sends the HTTP status as an integer `code`.
+                # vLLM and llama-server send the HTTP status as an integer `code`; the kind of
+                # error is then only in `type` (llama-server's `exceed_context_size_error`).
                 status = next(
                     (inner[k] for k in ("status", "code") if type(inner.get(k)) is int), None
                 )
-                return cls(_bounded(str(message)), str(code), status)
+                kind = str(inner.get("type") or "")
+                return cls(_bounded(str(message)), str(code), status, kind)
             return cls(_bounded(str(inner)))
         return cls(_bounded(str(raw)))
 

@@ -315,7 +315,7 @@ def _message_text(message: Message) -> str:
             out.append(part.text)
         elif isinstance(part, ToolCallPart):
             out.append(part.name + part.arguments)
-        else:
+        elif isinstance(part, ToolResultPart):
             out.append(part.content)
     return "".join(out)
 

@@ -280,6 +280,9 @@ def _context_failure(exc: Exception) -> str:
 def _context_meta(prepared: PreparedRound, response: ModelResponse) -> dict[str, JsonValue]:
     """What the next rounds calibrate their estimate with (stored on the response entry)."""
     usage = response.usage
+    if usage.estimated:
+        # The server reported no usage: an estimate would only calibrate the estimate by itself.
+        return {"estimated_input": prepared.estimated_input, "input_tokens": None}
     return {
         "estimated_input": prepared.estimated_input,
         "input_tokens": usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
