@@ -96,13 +96,15 @@ def test_turnkeep_serve_runs_the_example_agent_over_http(tmp_path: Path) -> None
             assert agent["instructions"].startswith("You are the release assistant of ACME")
             assert agent["model_settings"] == {"max_tokens": 2048, "temperature": 0.2}
             gated = {t["name"]: t["requires_approval"] for t in agent["tools"]}
-            assert gated["publish_release_notes"] is True and gated["check_ci"] is False
+            assert gated["publish_release_notes"] is True
+            assert gated["check_ci"] is False
 
             client.post("/sessions", json={"session_id": "rel-http"}).raise_for_status()
             started = client.post(
                 "/sessions/rel-http/turns",
                 json={
-                    "text": 'call check_ci {"limit": 2}\ncall lookup_ticket {"ticket_id": "REL-103"}',
+                    "text": 'call check_ci {"limit": 2}\n'
+                    'call lookup_ticket {"ticket_id": "REL-103"}',
                     "model_settings": {"temperature": 0.0},
                 },
             )

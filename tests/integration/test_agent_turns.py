@@ -138,7 +138,7 @@ def test_a_turn_setting_the_agent_does_not_allow_is_refused_before_the_session_i
     h = make_harness(tmp_path)
     h.deps.agent = Agent(turn_settings=["temperature"])
 
-    with pytest.raises(StepInputError, match="model_settings.max_tokens: this agent does not"):
+    with pytest.raises(StepInputError, match=r"model_settings\.max_tokens: this agent does not"):
         start_turn(
             h.deps,
             StartTurnInput(
@@ -149,7 +149,7 @@ def test_a_turn_setting_the_agent_does_not_allow_is_refused_before_the_session_i
                 model_settings={"max_tokens": 5},
             ),
         )
-    with pytest.raises(StepInputError, match="model_settings.temperature: Input should be less"):
+    with pytest.raises(StepInputError, match=r"model_settings\.temperature: Input should be less"):
         start_turn(
             h.deps,
             StartTurnInput(

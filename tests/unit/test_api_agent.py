@@ -218,7 +218,8 @@ def test_a_session_can_be_created_with_a_persona(api: ApiHarness) -> None:
 
     assert response.status_code == 201, response.text
     envelope = api.runtime.envelopes.get("s-persona")
-    assert envelope is not None and envelope.meta["personaSnapshot"] == "Be terse."
+    assert envelope is not None
+    assert envelope.meta["personaSnapshot"] == "Be terse."
     too_big = api.client.post("/sessions", json={"personaSnapshot": "x" * 200_000}, headers=auth())
     assert too_big.status_code == 422
     assert too_big.json()["error"]["field"] == "personaSnapshot"

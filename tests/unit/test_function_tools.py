@@ -62,9 +62,12 @@ def test_the_return_value_becomes_json_text_and_arguments_are_validated_into_mod
         "speed": "standard",
     }
     text, error = _call(ft.order_summary, {"customer": "ann", "lines": [], "speed": "rocket"})
-    assert error and "speed" in text and "'standard' or 'express'" in text
+    assert error
+    assert "speed" in text
+    assert "'standard' or 'express'" in text
     text, error = _call(ft.order_summary, {"customer": "ann", "lines": [], "colour": "red"})
-    assert error and "colour: Extra inputs are not permitted" in text
+    assert error
+    assert "colour: Extra inputs are not permitted" in text
 
 
 def test_a_bare_function_in_a_list_is_a_tool_with_its_defaults() -> None:
@@ -80,7 +83,8 @@ def test_an_exception_and_an_unserialisable_result_become_error_results_the_mode
         True,
     )
     text, error = _call(ft.not_json, {})
-    assert error and text.startswith("Error: tool not_json returned a object, which is not text")
+    assert error
+    assert text.startswith("Error: tool not_json returned object, which is not text")
 
 
 def test_an_async_function_runs_and_gets_the_call_context_outside_its_schema() -> None:
@@ -108,7 +112,8 @@ def pool() -> Iterator[ProcessPoolRunner]:
 def test_decorated_module_level_functions_run_in_the_worker_pool(pool: ProcessPoolRunner) -> None:
     assert _call(ft.async_double, {"n": 5}, pool) == ("10 (call call-7)", False)
     text, error = _call(ft.order_summary, {"customer": "bo", "lines": [{"sku": "x"}]}, pool)
-    assert not error and json.loads(text)["items"] == 1
+    assert not error
+    assert json.loads(text)["items"] == 1
     assert _call(function_tool(ft.bare_add), {"a": 1}, pool) == ("3", False)
 
 

@@ -189,7 +189,7 @@ def result_of(name: str, value: object) -> ToolResult:
         return ToolResult(to_json(value).decode("utf-8"))
     except Exception as exc:  # pydantic_core raises PydanticSerializationError and others
         return ToolResult(
-            f"Error: tool {name} returned a {type(value).__name__}, which is not text or "
+            f"Error: tool {name} returned {type(value).__name__}, which is not text or "
             f"JSON-serialisable ({exc})",
             True,
         )
