@@ -261,17 +261,16 @@ def test_a_whole_local_turn_calls_an_mcp_tool_and_the_model_sees_its_result(
         harness.deps,
         harness.session_id,
         USER,
-        'call kb_lookup {"term": "release"}\ncall kb_fail {"reason": "no"}\ncall echo {"text": "hi"}',
+        'call kb_lookup {"term": "release"}\n'
+        'call kb_fail {"reason": "no"}\n'
+        'call echo {"text": "hi"}',
     )
     assert result.status == "completed"
     assert kb.methods["tools/call"] - calls == 2
     specs = {spec.name for spec in harness.provider.requests[0].tools}
     assert {"kb_lookup", "kb_fail", "echo"} <= specs
     tool_parts = [
-        part
-        for message in harness.transcript()
-        if message.role == "tool"
-        for part in message.parts
+        part for message in harness.transcript() if message.role == "tool" for part in message.parts
     ]
     by_name = {part.name: part for part in tool_parts}
     assert by_name["kb_lookup"].content == "release: 2 entries"
