@@ -17,21 +17,22 @@ from typing import Any
 SLOW_SECONDS = 5.0
 
 
-def build_server(name: str = "kb", *, methods: Counter[str] | None = None) -> Any:
+def count_methods(server: Any, methods: Counter[str]) -> None:
+    """Count every MCP method `server` (an `MCPServer`) receives into `methods`."""
+
+    class _Count:
+        async def __call__(self, ctx: Any, call_next: Any) -> Any:
+            methods[ctx.method] += 1
+            return await call_next(ctx)
+
+    server._lowlevel_server.middleware.append(_Count())
+
+
+def build_server(name: str = "kb") -> Any:
     """A server with tools for every path: plain, failing, slow, odd names."""
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer(name, log_level="WARNING")
-
-    if methods is not None:
-        seen = methods
-
-        class _Count:
-            async def __call__(self, ctx: Any, call_next: Any) -> Any:
-                seen[ctx.method] += 1
-                return await call_next(ctx)
-
-        server._lowlevel_server.middleware.append(_Count())
 
     @server.tool()
     def lookup(term: str, limit: int = 2) -> str:
@@ -60,14 +61,15 @@ def build_server(name: str = "kb", *, methods: Counter[str] | None = None) -> An
 
 
 class HttpMcpServer:
-    """Context manager: `build_server(name)` over Streamable HTTP at `url`."""
+    """Context manager: `server` (default `build_server(name)`) over Streamable HTTP at `url`."""
 
     def __init__(self, name: str = "kb", server: Any = None) -> None:
         import uvicorn
 
         self.methods: Counter[str] = Counter()
         self.headers: list[dict[str, str]] = []
-        mcp = server if server is not None else build_server(name, methods=self.methods)
+        mcp = server if server is not None else build_server(name)
+        count_methods(mcp, self.methods)
         inner = mcp.streamable_http_app(host="127.0.0.1")
 
         async def app(scope: Any, receive: Any, send: Any) -> None:
@@ -78,6 +80,8 @@ class HttpMcpServer:
             await inner(scope, receive, send)
 
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # As the docs server does: no ~40 ms delayed-ACK wait per response.
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock.bind(("127.0.0.1", 0))
         self.port = self._sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}/mcp"

@@ -94,6 +94,9 @@ def serve_http(host: str, port: int, name: str = "docs") -> None:
     app = build_server(name).streamable_http_app(host=host)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted connections inherit it: without it a response written in two pieces waits for
+    # the client's delayed ACK (~40 ms a request on Linux), as uvicorn leaves a given socket be.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((host, port))
     shown = "127.0.0.1" if host == "0.0.0.0" else host
     print(f"docs MCP server listening on http://{shown}:{sock.getsockname()[1]}{PATH}", flush=True)

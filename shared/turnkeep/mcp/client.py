@@ -1,8 +1,9 @@
 """MCP exchanges with one server, through the `mcp` package's client (imported here only).
 
-Each listing and each call opens its own MCP session and closes it when done: nothing
-connection-bound survives between a container's invocations (Lambda may freeze a container for
-hours), and concurrent calls never share a session's state. A listing's negotiation (the server's
+Each listing and each call opens its own MCP session and closes it when done: no protocol
+state survives between a container's invocations (Lambda may freeze a container for hours), and
+concurrent calls never share a session. What is kept is an HTTP client per server (its TLS
+context and pooled connections). A listing's negotiation (the server's
 `server/discover` answer on the 2026 protocol) is kept with the cached tools, so a call adopts it
 instead of probing again: on that protocol a warm call is one HTTP request; on a handshake-era
 server each call runs the `initialize` exchange first. Over stdio each exchange starts the
@@ -11,6 +12,7 @@ server's process (stdio is for local use).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -60,19 +62,13 @@ def _client(
     endpoint: Endpoint, headers: Mapping[str, str], negotiated: Negotiated | None
 ) -> Client:
     from mcp import Client, StdioServerParameters
+    from mcp.client.streamable_http import streamable_http_client
 
     transport: Any
     if endpoint.url is not None:
-        import httpx2
-        from mcp.client.streamable_http import streamable_http_client
-
-        # The SDK's own transport timeouts (30 s connect, 300 s read) stay: each exchange is
-        # bounded as a whole by the caller's deadline.
-        http = httpx2.AsyncClient(
-            headers=dict(headers),
-            timeout=httpx2.Timeout(30.0, read=300.0),
+        transport = streamable_http_client(
+            endpoint.url, http_client=_http_client(endpoint, headers)
         )
-        transport = streamable_http_client(endpoint.url, http_client=http)
     else:
         assert endpoint.command is not None
         transport = StdioServerParameters(
@@ -84,6 +80,34 @@ def _client(
     if negotiated is None:
         return Client(transport, cache=None)
     return Client(transport, cache=None, mode=negotiated.mode, prior_discover=negotiated.discover)
+
+
+_HTTP_CLIENTS: weakref.WeakKeyDictionary[Any, dict[str, tuple[tuple[tuple[str, str], ...], Any]]]
+_HTTP_CLIENTS = weakref.WeakKeyDictionary()
+
+
+def _http_client(endpoint: Endpoint, headers: Mapping[str, str]) -> Any:
+    """The endpoint's HTTP client on this event loop, made once and kept (until its headers
+    change, e.g. a rotated secret): building one costs ~20 ms (its TLS context), and its pool
+    keeps the server's connection for the next exchange. Only the loop's thread gets here."""
+    import asyncio
+
+    import httpx2
+
+    per_loop = _HTTP_CLIENTS.setdefault(asyncio.get_running_loop(), {})
+    assert endpoint.url is not None
+    key = tuple(sorted(headers.items()))
+    found = per_loop.get(endpoint.url)
+    if found is not None and found[0] == key:
+        return found[1]
+    if found is not None:
+        # In-flight exchanges of the old client finish on their own connections.
+        asyncio.get_running_loop().create_task(found[1].aclose())
+    # The SDK's own transport timeouts (30 s connect, 300 s read) stay: each exchange is
+    # bounded as a whole by the caller's deadline.
+    http = httpx2.AsyncClient(headers=dict(headers), timeout=httpx2.Timeout(30.0, read=300.0))
+    per_loop[endpoint.url] = (key, http)
+    return http
 
 
 async def list_tools(
