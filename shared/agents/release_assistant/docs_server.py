@@ -55,6 +55,7 @@ PAGES: dict[str, dict[str, str]] = {
 def build_server(name: str = "docs") -> Any:
     """The MCP server object (`mcp.server.mcpserver.MCPServer`) with the docs tools."""
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
 
     server = MCPServer(name, instructions="ACME release documentation.", log_level="WARNING")
 
@@ -81,7 +82,9 @@ def build_server(name: str = "docs") -> Any:
         """The full text of one documentation page, by its slug (see `search`)."""
         page = PAGES.get(slug)
         if page is None:
-            raise ValueError(f"no page {slug!r}; known pages: {', '.join(PAGES)}")
+            # A ToolError's text reaches the client (an isError result); other exceptions are
+            # reported as a bare "Error executing tool".
+            raise ToolError(f"no page {slug!r}; known pages: {', '.join(PAGES)}")
         return f"{page['title']}\n\n{page['text']}"
 
     return server
