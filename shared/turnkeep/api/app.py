@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from turnkeep.api import approvals, sessions, turns
+from turnkeep.api import agent, approvals, sessions, turns
 from turnkeep.api.auth import Authenticator
 from turnkeep.api.context import ApiContext
 from turnkeep.api.errors import install_error_handlers
@@ -42,4 +42,5 @@ def create_app(
     app.include_router(sessions.router)
     app.include_router(turns.router)
     app.include_router(approvals.router)
+    app.include_router(agent.router)
     return app

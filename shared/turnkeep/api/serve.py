@@ -50,6 +50,7 @@ class ServeOptions:
     envelope: str | None = None
     model: str | None = None
     log_level: str = "info"
+    agent: str | None = None
 
 
 def resume_unfinished(runtime: Runtime, launcher: LocalLauncher) -> list[str]:
@@ -159,7 +160,7 @@ def serve(
 
     check_port(options.port)
     settings = local_settings(
-        storage=options.storage, envelope=options.envelope, model=options.model
+        storage=options.storage, envelope=options.envelope, model=options.model, agent=options.agent
     )
     api_settings = load_settings(ApiSettings)
     for spec in api_settings.allowed_models:
@@ -183,8 +184,8 @@ def serve(
     )
     runtime.deps.tool_runner = tool_runner
     if extra_tools is not None:
-        base, more = runtime.deps.tools, extra_tools
-        runtime.deps.tools = lambda sid, uid: [*base(sid, uid), *more(sid, uid)]
+        base, more = runtime.deps.agent.tools, extra_tools
+        runtime.deps.tools = lambda sid, uid: [*base, *more(sid, uid)]
     launcher = LocalLauncher(
         runtime.deps, workers=api_settings.local_workers, max_pending=api_settings.local_max_pending
     )
@@ -197,7 +198,8 @@ def serve(
         shown_host = f"[{options.host}]" if ":" in options.host else options.host
         out.write(f"turnkeep api listening on http://{shown_host}:{port}\n")
         out.write(
-            f"storage {runtime.storage_url}; model {settings.model}; "
+            f"storage {runtime.storage_url}; agent {runtime.deps.agent.name}; "
+            f"model {runtime.settings.model}; "
             "auth: 'Authorization: Bearer dev-<user>'\n"
         )
         out.flush()
