@@ -63,7 +63,7 @@ def build_server(name: str = "kb") -> Any:
 class HttpMcpServer:
     """Context manager: `server` (default `build_server(name)`) over Streamable HTTP at `url`."""
 
-    def __init__(self, name: str = "kb", server: Any = None) -> None:
+    def __init__(self, name: str = "kb", server: Any = None, *, port: int = 0) -> None:
         import uvicorn
 
         self.methods: Counter[str] = Counter()
@@ -82,7 +82,8 @@ class HttpMcpServer:
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         # As the docs server does: no ~40 ms delayed-ACK wait per response.
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._sock.bind(("127.0.0.1", 0))
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", port))
         self.port = self._sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self._server = uvicorn.Server(
@@ -91,6 +92,11 @@ class HttpMcpServer:
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
         )
+
+    @property
+    def started(self) -> bool:
+        """Whether the server has been started (and accepts connections)."""
+        return bool(self._server.started)
 
     def __enter__(self) -> HttpMcpServer:
         self._thread.start()

@@ -268,7 +268,7 @@ class McpServer:
                 )
             description = listed.description or listed.title or f"Tool {original} of {self._name}."
             tools.append(
-                Tool(
+                McpTool(
                     name=prefixed,
                     description=description,
                     args_model=arguments_model(prefixed, listed.input_schema),
@@ -278,6 +278,7 @@ class McpServer:
                     # this source: it runs in the calling thread, never a worker process.
                     isolation="in_process",
                     requires_approval=_applies(self._requires_approval, original),
+                    timeout_seconds=self.timeout_seconds,
                 )
             )
         return tuple(tools)
@@ -321,6 +322,17 @@ class McpServer:
         if result.is_error:
             return ToolResult(f"Error: tool {prefixed} reported an error: {text}", True)
         return ToolResult(text)
+
+
+class McpTool(Tool[McpArguments]):
+    """A tool listed by an MCP server; its call bounds itself by its `timeout_seconds`."""
+
+    __slots__ = ()
+
+    @property
+    def bounds_itself(self) -> bool:
+        """The call ends at its deadline by itself: no runner thread is needed to stop it."""
+        return True
 
 
 @dataclass(frozen=True, slots=True)
