@@ -11,13 +11,15 @@ process drives (a `turnkeep chat` on the same file) is left alone
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import ipaddress
 import logging
 import socket
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from turnkeep.api.app import create_app
 from turnkeep.api.auth import LocalDevAuthenticator
@@ -34,6 +36,32 @@ from turnkeep.tools.isolation import ProcessPoolRunner
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
 logger = logging.getLogger("turnkeep.api")
+
+
+def _quiet_server(config: Any) -> Any:
+    """A uvicorn server that ends on SIGINT/SIGTERM by returning, not by re-raising the signal.
+
+    uvicorn raises a captured signal again once it has shut down, which kills the process
+    before `serve` closes the tool worker pool and the stores (the resource tracker then warns
+    of leaked semaphores). Here the signal is kept in `captured` for the exit status instead.
+    """
+    import uvicorn
+
+    class QuietServer(uvicorn.Server):
+        captured: list[int]
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    self.captured = list(self._captured_signals)
+                    self._captured_signals.clear()
+
+    server = QuietServer(config)
+    server.captured = []
+    return server
 
 
 class PortBusyError(Exception):
@@ -203,11 +231,12 @@ def serve(
             "auth: 'Authorization: Bearer dev-<user>'\n"
         )
         out.flush()
-        server = uvicorn.Server(uvicorn.Config(app, log_level=options.log_level, lifespan="off"))
+        server = _quiet_server(uvicorn.Config(app, log_level=options.log_level, lifespan="off"))
         server.run(sockets=[sock])
     finally:
         sock.close()
         launcher.shutdown(wait=True)
         tool_runner.close()
         runtime.close()
-    return 0
+    # Ended by a signal: the shell's status for it (128 + its number), after a clean shutdown.
+    return 128 + server.captured[-1] if server.captured else 0

@@ -111,12 +111,15 @@ def load_settings(cls: type[S], environ: Mapping[str, str] | None = None) -> S:
 
 def check_model_spec(spec: str, source: str) -> str:
     """`spec` if it names a provider this process can build; ConfigError naming `source`."""
+    from turnkeep.providers.credentials import CredentialError
     from turnkeep.providers.factory import ProviderConfigError, provider_from_config
 
     try:
         provider_from_config(spec)
     except ProviderConfigError as exc:
         raise ConfigError(config_problem(source, spec, _after_spec(str(exc)))) from None
+    except CredentialError as exc:  # a key reference that cannot be resolved (key=env:NOPE)
+        raise ConfigError(config_problem(source, spec, f"its key: {exc}")) from None
     return spec
 
 
