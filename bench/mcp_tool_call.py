@@ -1,8 +1,8 @@
 """What an MCP tool call costs against a function tool, on a warm and on a cold process.
 
-A real MCP server (the release assistant's docs server, `agents.release_assistant.docs_server`,
-built with the `mcp` server SDK) runs in a process of its own on 127.0.0.1 and counts the MCP
-requests it receives. Measured:
+A real MCP server (the release assistant's docs server,
+`turnkeep_agents.release_assistant.docs_server`, built with the `mcp` server SDK) runs in a
+process of its own on 127.0.0.1 and counts the MCP requests it receives. Measured:
 
 - warm: one process that has already listed the server (its cache is fresh) calls
   `docs_search` and, alternately, the function tool `echo`, through `ToolRegistry.run_call` as
@@ -33,7 +33,7 @@ sys.path[:0] = [str(ROOT / "shared"), str(ROOT)]
 SERVER = textwrap.dedent(
     """
     import json, sys
-    from agents.release_assistant.docs_server import build_server
+    from turnkeep_agents.release_assistant.docs_server import build_server
     from tests.support.mcp_servers import HttpMcpServer
     with HttpMcpServer(server=build_server("docs")) as server:
         print(server.url, flush=True)

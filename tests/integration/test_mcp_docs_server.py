@@ -12,7 +12,7 @@ from turnkeep.tools.base import ToolContext
 from turnkeep.tools.registry import ToolRegistry
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULE = "agents.release_assistant.docs_server"
+MODULE = "turnkeep_agents.release_assistant.docs_server"
 CTX = ToolContext("s1", "u1", "op1", "call1")
 
 

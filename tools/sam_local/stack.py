@@ -30,7 +30,7 @@ LAMBDA_IMAGE = "public.ecr.aws/lambda/python:3.12-x86_64"
 """The Lambda runtime image SAM runs the functions in; it also runs the example MCP server."""
 DOCS_MCP_ALIAS = "docs-mcp"  # the name events/env.json points the example agent's docs server at
 DOCS_MCP_PORT = 8765
-DOCS_MCP_MODULE = "agents.release_assistant.docs_server"
+DOCS_MCP_MODULE = "turnkeep_agents.release_assistant.docs_server"
 
 
 class ToolMissingError(RuntimeError):

@@ -4,12 +4,12 @@ A real MCP server built with the `mcp` package's server SDK (`MCPServer`), servi
 documentation set. Run it over Streamable HTTP (what the agent uses locally, in SAM local and
 deployed) or stdio:
 
-    python -m agents.release_assistant.docs_server                      # http://127.0.0.1:8765/mcp
-    python -m agents.release_assistant.docs_server --host 0.0.0.0 --port 0
-    python -m agents.release_assistant.docs_server --transport stdio
+    python -m turnkeep_agents.release_assistant.docs_server     # http://127.0.0.1:8765/mcp
+    python -m turnkeep_agents.release_assistant.docs_server --host 0.0.0.0 --port 0
+    python -m turnkeep_agents.release_assistant.docs_server --transport stdio
 
-(`shared/` on `PYTHONPATH`.) Over HTTP it prints `docs MCP server listening on <url>` once it
-accepts connections.
+Over HTTP it prints `docs MCP server listening on <url>` once it accepts connections. The
+agent (`assistant.py`) finds it at `RELEASE_DOCS_MCP_URL` (default http://127.0.0.1:8765/mcp).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def serve_http(host: str, port: int, name: str = "docs") -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m agents.release_assistant.docs_server [--transport ...] [--host] [--port]`."""
+    """`python -m turnkeep_agents.release_assistant.docs_server [--transport] [--host] [--port]`."""
     parser = argparse.ArgumentParser(prog="docs_server", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--transport", choices=["streamable-http", "stdio"], default="streamable-http"
