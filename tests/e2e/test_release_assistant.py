@@ -17,7 +17,6 @@ from typing import Any
 
 import httpx
 import pytest
-from turnkeep_agents.release_assistant.assistant import DOCS_MCP_URL_ENV
 from turnkeep_agents.release_assistant.docs_server import build_server
 
 from tests.support.mcp_servers import HttpMcpServer
@@ -40,7 +39,7 @@ def _env(tmp_path: Path, docs: HttpMcpServer) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEP_")}
     env["TURNKEEP_LOCAL_DIR"] = str(tmp_path / "local")
     env["RELEASE_ASSISTANT_LOG"] = str(tmp_path / "published.jsonl")
-    env[DOCS_MCP_URL_ENV] = docs.url
+    env["TURNKEEP_MCP_URLS"] = json.dumps({"docs": docs.url})
     return env
 
 
@@ -105,7 +104,7 @@ def test_turnkeep_serve_runs_the_example_agent_over_http(
         command=[sys.executable, "-m", "turnkeep.cli", "serve", "--agent", AGENT],
         extra_env={
             "RELEASE_ASSISTANT_LOG": env["RELEASE_ASSISTANT_LOG"],
-            DOCS_MCP_URL_ENV: docs.url,
+            "TURNKEEP_MCP_URLS": env["TURNKEEP_MCP_URLS"],
         },
     )
     url = server.start()

@@ -277,3 +277,27 @@ def test_a_whole_local_turn_calls_an_mcp_tool_and_the_model_sees_its_result(
     assert not by_name["kb_lookup"].is_error
     assert by_name["kb_fail"].is_error
     assert by_name["echo"].content == "hi"
+
+
+def test_turnkeep_mcp_urls_points_a_server_elsewhere_without_editing_its_definition(
+    kb: HttpMcpServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = mcp_server("kb", url=f"http://127.0.0.1:{free_port()}/mcp", allow=["lookup"])
+    monkeypatch.setenv("TURNKEEP_MCP_URLS", json.dumps({"kb": kb.url, "other": "http://x/mcp"}))
+    assert _run(source, "kb_lookup", {"term": "a"}) == ToolResult("a: 2 entries")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("not json", "TURNKEEP_MCP_URLS must be a JSON object"),
+        ('["http://x/mcp"]', "TURNKEEP_MCP_URLS must be a JSON object"),
+        ('{"kb": "ftp://x"}', r"TURNKEEP_MCP_URLS\['kb'\] must be an http:// or https:// URL"),
+    ],
+)
+def test_a_bad_turnkeep_mcp_urls_fails_the_listing_clearly(
+    kb: HttpMcpServer, monkeypatch: pytest.MonkeyPatch, value: str, message: str
+) -> None:
+    monkeypatch.setenv("TURNKEEP_MCP_URLS", value)
+    with pytest.raises(ToolSourceError, match=message):
+        mcp_server("kb", url=kb.url).list_tools()

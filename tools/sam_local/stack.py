@@ -170,6 +170,15 @@ class LocalStack:
             time.sleep(0.3)
         raise RuntimeError(f"sam local {command[0]} did not listen on {port}: see {log}")
 
+    def stop_sam(self, name: str) -> list[str]:
+        """Stop the `sam local` process started as `name` (with its containers); returns what
+        could not be stopped cleanly."""
+        problems: list[str] = []
+        for sam in [p for p in self.processes if p.name == name]:
+            problems += _stop_process(sam)
+            self.processes.remove(sam)
+        return problems
+
     def close(self) -> list[str]:
         """Stop everything this run started, by id; returns what could not be removed."""
         problems: list[str] = []

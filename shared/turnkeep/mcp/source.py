@@ -11,7 +11,9 @@ server is listed or called.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
 import threading
 import time
@@ -30,6 +32,10 @@ logger = logging.getLogger("turnkeep.mcp")
 
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """What providers accept as a tool name; every `<server>_<tool>` must match it."""
+
+URLS_ENV = "TURNKEEP_MCP_URLS"
+"""A JSON object of server name -> URL that overrides those servers' `url=` (the template's
+`McpServerUrls`): one agent module, pointed at each deployment's servers."""
 
 DEFAULT_CACHE_TTL_SECONDS = 300.0
 DEFAULT_TIMEOUT_SECONDS = 30.0
@@ -66,9 +72,11 @@ def mcp_server(
     `headers` values may name a credential (`env:NAME`, `secretsmanager:NAME[#field]`,
     `ssm:NAME[#field]`, optionally after one word: `Bearer env:DOCS_TOKEN`), resolved when the
     server is contacted. `allow` / `deny` filter the server's tool names (without the prefix).
-    `cache_ttl_seconds`: how long a listing is reused (None: for the life of the process).
-    `timeout_seconds` bounds each call, `list_timeout_seconds` each listing. `replay_safe` and
-    `requires_approval`: True for every tool, or the names (without the prefix) of those that are.
+    `TURNKEEP_MCP_URLS` (a JSON object of server name -> URL) overrides `url=` for the servers it
+    names, so one module serves every deployment. `cache_ttl_seconds`: how long a listing is
+    reused (None: for the life of the process). `timeout_seconds` bounds each call,
+    `list_timeout_seconds` each listing. `replay_safe` and `requires_approval`: True for every
+    tool, or the names (without the prefix) of those that are.
     """
     return McpServer(
         name=name,
@@ -200,7 +208,32 @@ class McpServer:
     def _endpoint(self) -> Endpoint:
         from turnkeep.mcp.client import Endpoint
 
-        return Endpoint(self.url, self.headers, self.command, self.args, self.env, self.cwd)
+        url = self.effective_url()
+        return Endpoint(url, self.headers, self.command, self.args, self.env, self.cwd)
+
+    def effective_url(self) -> str | None:
+        """`url=`, or the one TURNKEEP_MCP_URLS names for this server; ToolSourceError when
+        that variable is not a JSON object of http(s) URLs."""
+        raw = os.environ.get(URLS_ENV, "").strip()
+        if self.url is None or not raw:
+            return self.url
+        try:
+            urls = json.loads(raw)
+        except ValueError:
+            urls = None
+        if not isinstance(urls, dict):
+            raise ToolSourceError(
+                self._name,
+                f'{URLS_ENV} must be a JSON object, e.g. {{"{self._name}": "https://..."}}',
+            )
+        url = urls.get(self._name)
+        if url is None:
+            return self.url
+        if not isinstance(url, str) or not re.match(r"^https?://", url):
+            raise ToolSourceError(
+                self._name, f"{URLS_ENV}[{self._name!r}] must be an http:// or https:// URL"
+            )
+        return url
 
     def _resolved_headers(self) -> dict[str, str]:
         """Header values with their credential references resolved (CredentialError if not)."""
@@ -222,11 +255,12 @@ class McpServer:
             headers = self._resolved_headers()
         except CredentialError as exc:
             raise ToolSourceError(self._name, f"header credential: {exc}") from exc
+        endpoint = self._endpoint()
         self.list_requests += 1
         started = time.perf_counter()
         try:
             listing = bridge.run(
-                client.list_tools(self._endpoint(), headers, self.list_timeout_seconds),
+                client.list_tools(endpoint, headers, self.list_timeout_seconds),
                 self.list_timeout_seconds,
             )
         except TimeoutError:
@@ -290,14 +324,15 @@ class McpServer:
 
         try:
             headers = self._resolved_headers()
-        except CredentialError as exc:
+            endpoint = self._endpoint()
+        except (CredentialError, ToolSourceError) as exc:
             return ToolResult(f"Error: tool {prefixed} was not called: {exc}", True)
         cached = self._cached
         negotiated = cached.negotiated if cached is not None else None
         try:
             result = bridge.run(
                 client.call_tool(
-                    self._endpoint(),
+                    endpoint,
                     headers,
                     negotiated,
                     name=original,

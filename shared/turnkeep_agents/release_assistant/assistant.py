@@ -6,16 +6,12 @@ Run it: `turnkeep chat --agent turnkeep_agents.release_assistant:agent` (README,
 from __future__ import annotations
 
 import asyncio
-import os
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
 from turnkeep import Agent, mcp_server, tool
 from turnkeep_agents.release_assistant import tracker
-
-DOCS_MCP_URL_ENV = "RELEASE_DOCS_MCP_URL"
-"""Where the docs MCP server listens (Streamable HTTP); set it in each function's environment."""
 
 INSTRUCTIONS = """\
 You are the release assistant of ACME's web shop team. You help the release manager prepare a
@@ -87,14 +83,9 @@ agent = Agent(
     description="Prepares ACME's releases: tickets, CI status and release notes.",
     instructions=INSTRUCTIONS,
     tools=[lookup_ticket, check_ci, publish_release_notes],
-    # ACME's release docs (docs_server.py beside this file): its tools are docs_search and
-    # docs_get_page, read-only, so a call whose outcome is unknown may run again.
-    mcp_servers=[
-        mcp_server(
-            "docs",
-            url=os.environ.get(DOCS_MCP_URL_ENV, "http://127.0.0.1:8765/mcp"),
-            replay_safe=True,
-        )
-    ],
+    # ACME's release docs (docs_server.py beside this file, as `python -m` runs it locally;
+    # TURNKEEP_MCP_URLS='{"docs": "https://..."}' points a deployment at its own). Its tools,
+    # docs_search and docs_get_page, only read: a call whose outcome is unknown may run again.
+    mcp_servers=[mcp_server("docs", url="http://127.0.0.1:8765/mcp", replay_safe=True)],
     model_settings={"temperature": 0.2, "max_tokens": 2048},
 )

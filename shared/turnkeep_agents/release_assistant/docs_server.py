@@ -9,7 +9,8 @@ deployed) or stdio:
     python -m turnkeep_agents.release_assistant.docs_server --transport stdio
 
 Over HTTP it prints `docs MCP server listening on <url>` once it accepts connections. The
-agent (`assistant.py`) finds it at `RELEASE_DOCS_MCP_URL` (default http://127.0.0.1:8765/mcp).
+agent (`assistant.py`) names it at http://127.0.0.1:8765/mcp; elsewhere `TURNKEEP_MCP_URLS`
+(`{"docs": "<url>"}`) points it at the server's address.
 """
 
 from __future__ import annotations
