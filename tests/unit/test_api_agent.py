@@ -247,3 +247,32 @@ def test_an_edit_whose_tool_source_cannot_list_now_is_503_and_decides_nothing(
     assert edit.headers["Retry-After"] == "5"
     still = api.client.get("/approvals", headers=auth()).json()["approvals"]
     assert [p["call_id"] for p in still] == [pending["call_id"]]
+
+
+def test_the_openapi_schema_documents_the_agent_view_in_its_fixed_shape(api: ApiHarness) -> None:
+    schema = api.client.get("/openapi.json").json()
+
+    operation = schema["paths"]["/agent"]["get"]
+    ok = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    assert ok == {"$ref": "#/components/schemas/AgentView"}
+    components = schema["components"]["schemas"]
+    assert list(components["AgentView"]["properties"]) == [
+        "name",
+        "description",
+        "instructions",
+        "model",
+        "allowed_models",
+        "model_settings",
+        "tools",
+        "unavailable_sources",
+    ]
+    assert list(components["AgentTool"]["properties"]) == [
+        "name",
+        "description",
+        "source",
+        "requires_approval",
+        "replay_safe",
+        "input_schema",
+    ]
+    assert list(components["UnavailableSource"]["properties"]) == ["name", "error"]
+    assert {"401", "503"} <= set(operation["responses"])

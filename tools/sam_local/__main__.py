@@ -25,14 +25,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tools.sam_local import seed
 from tools.sam_local.executor import REGION, LocalExecutor, StartLambda
+from tools.sam_local.lambda_errors import TaskFailure, TaskResult
 from tools.sam_local.stack import LocalStack, ToolMissingError, check_tools, free_port
 from tools.sam_local.template import ROOT, function_ids, load_template
 
 BUILT_TEMPLATE = ROOT / ".aws-sam" / "build" / "template.yaml"
+EXAMPLE_AGENT = "turnkeep_agents.release_assistant:agent"
+"""The agent of the scenario's second phase (the template's AgentRef; docs/agent.md)."""
+EXAMPLE_MCP_URLS = '{"docs": "http://docs-mcp:8765/mcp"}'
+"""TURNKEEP_MCP_URLS of the second phase: the example agent's docs MCP server, a container on
+the run's network (docs/mcp.md)."""
 
 
 def architecture() -> str:
@@ -59,11 +64,7 @@ def sam_build(log_dir: Path) -> None:
         raise RuntimeError("sam build failed:\n" + "\n".join(tail))
 
 
-EXAMPLE_AGENT = "turnkeep_agents.release_assistant:agent"
-EXAMPLE_MCP_URLS = '{"docs": "http://docs-mcp:8765/mcp"}'  # the docs server's container
-
-
-def _local_args(env_file: Path = seed.ENV_FILE, agent: str = "") -> list[str]:
+def _local_args(stack: LocalStack, agent: str = "", env_file: Path = seed.ENV_FILE) -> list[str]:
     overrides = f"Architecture={architecture()}" + (f" AgentRef={agent}" if agent else "")
     return [
         "--template", str(BUILT_TEMPLATE),
@@ -72,18 +73,6 @@ def _local_args(env_file: Path = seed.ENV_FILE, agent: str = "") -> list[str]:
         "--region", REGION,
         "--warm-containers", "LAZY",  # ~0.1 s per later invocation instead of a container each
     ]  # fmt: skip
-
-
-class Invoker:
-    """The executor's way to the functions: the current `sam local start-lambda` (switched when
-    the stack restarts its functions for the example agent)."""
-
-    def __init__(self, target: StartLambda) -> None:
-        self.target = target
-
-    def invoke(self, function_id: str, payload: bytes) -> Any:
-        """Invoke through the current start-lambda."""
-        return self.target.invoke(function_id, payload)
 
 
 @dataclass
@@ -96,7 +85,28 @@ class Running:
     lambdas: StartLambda
     executor: LocalExecutor
     names: seed.LocalNames
-    invoker: Invoker
+
+    def invoke(self, function_id: str, payload: bytes) -> TaskResult | TaskFailure:
+        """Through the current start-lambda (`switch_agent` replaces it)."""
+        return self.lambdas.invoke(function_id, payload)
+
+    def switch_agent(self, agent: str, mcp_urls: str = "") -> None:
+        """Start start-lambda and start-api again with AgentRef=`agent` (the same moto, the
+        same network): every function's TURNKEEP_AGENT is then `agent`, and its
+        TURNKEEP_MCP_URLS `mcp_urls` (an env-vars file beside the logs)."""
+        env = json.loads(seed.ENV_FILE.read_text(encoding="utf-8"))
+        for variables in env.values():
+            variables["TURNKEEP_MCP_URLS"] = mcp_urls
+        env_file = self.stack.log_dir / "env-agent.json"
+        env_file.write_text(json.dumps(env, indent=2), encoding="utf-8")
+        self.lambdas.close()
+        self.stack.stop_sam()
+        args = _local_args(self.stack, agent, env_file)
+        self.lambda_url = self.stack.start_sam(
+            "start-lambda-agent", ["start-lambda", *args], free_port()
+        )
+        self.api_url = self.stack.start_sam("start-api-agent", ["start-api", *args], free_port())
+        self.lambdas = StartLambda(self.lambda_url)
 
 
 @contextmanager
@@ -104,7 +114,7 @@ def running_stack(log_dir: Path, *, build: bool = True) -> Iterator[Running]:
     """Build, then start network, moto, start-lambda, start-api and the executor; stop all."""
     stack = LocalStack(root=ROOT, log_dir=log_dir)
     lambdas: StartLambda | None = None
-    invoker: Invoker | None = None
+    holder: list[Running] = []
     executor: LocalExecutor | None = None
     try:
         if build:
@@ -116,53 +126,34 @@ def running_stack(log_dir: Path, *, build: bool = True) -> Iterator[Running]:
         names = seed.LocalNames.from_env_file()
         definition = seed.create_resources(moto_url, names)
         step("sam local start-lambda + start-api")
-        lambda_url = stack.start_sam("start-lambda", ["start-lambda", *_local_args()],
+        lambda_url = stack.start_sam("start-lambda", ["start-lambda", *_local_args(stack)],
                                      free_port())  # fmt: skip
-        api_url = stack.start_sam("start-api", ["start-api", *_local_args()], free_port())
+        api_url = stack.start_sam("start-api", ["start-api", *_local_args(stack)], free_port())
         lambdas = StartLambda(lambda_url)
-        invoker = Invoker(lambdas)
+
+        def invoke(function_id: str, payload: bytes) -> TaskResult | TaskFailure:
+            return holder[0].invoke(function_id, payload)  # the current start-lambda
+
         executor = LocalExecutor(
             remote_endpoint=moto_url,
             remote_machine_arn=names.state_machine_arn,
             definition=definition,
             function_ids=function_ids(load_template()),
-            invoke=invoker.invoke,
+            invoke=invoke,
         )
+        holder.append(Running(stack, api_url, lambda_url, lambdas, executor, names))
         executor.start()
-        running = Running(stack, api_url, lambda_url, lambdas, executor, names, invoker)
-        yield running
+        yield holder[0]
     finally:
         if executor is not None:
             executor.stop()
-        if lambdas is not None:
+        if holder:
+            holder[0].lambdas.close()
+        elif lambdas is not None:
             lambdas.close()
-        if invoker is not None and invoker.target is not lambdas:
-            invoker.target.close()
         problems = stack.close()
         for problem in problems:
             print(f"sam-local: cleanup: {problem}", file=sys.stderr)
-
-
-def run_example_agent(running: Running, log_dir: Path) -> tuple[str, StartLambda]:
-    """Restart start-lambda and start-api with every function running the example agent, its
-    docs MCP server a container on the network (from the built layer); returns the new API URL
-    and start-lambda. The executor's tasks go to the new start-lambda from then on."""
-    stack = running.stack
-    stack.start_docs_mcp(built_layer().parent)
-    env = json.loads(seed.ENV_FILE.read_text(encoding="utf-8"))
-    for variables in env.values():
-        variables["TURNKEEP_MCP_URLS"] = EXAMPLE_MCP_URLS
-    env_file = log_dir / "env-example-agent.json"
-    env_file.write_text(json.dumps(env, indent=2), encoding="utf-8")
-    for name in ("start-lambda", "start-api"):
-        for problem in stack.stop_sam(name):
-            print(f"sam-local: restart: {problem}", file=sys.stderr)
-    args = _local_args(env_file, EXAMPLE_AGENT)
-    lambda_url = stack.start_sam("start-lambda-example", ["start-lambda", *args], free_port())
-    api_url = stack.start_sam("start-api-example", ["start-api", *args], free_port())
-    lambdas = StartLambda(lambda_url)
-    running.invoker.target = lambdas
-    return api_url, lambdas
 
 
 def step(message: str) -> None:
@@ -184,12 +175,14 @@ def run_test(log_dir: Path, *, build: bool = True) -> int:
                                 running.executor, running.names, logs,
                                 layer_python=built_layer())  # fmt: skip
             results = scenario.run()
-            step(f"example agent ({EXAMPLE_AGENT}) with its docs MCP server container")
-            example_api, example_lambdas = run_example_agent(running, log_dir)
-            example = Scenario(example_api, running.stack.moto_url, example_lambdas,
-                               running.executor, running.names, logs,
-                               layer_python=built_layer())  # fmt: skip
-            results += example.run_example_agent()
+            step(f"scenario with AgentRef={EXAMPLE_AGENT} and its docs MCP server container")
+            running.stack.start_docs_mcp(built_layer().parent)
+            running.switch_agent(EXAMPLE_AGENT, EXAMPLE_MCP_URLS)
+            logs = [p.log for p in running.stack.processes]
+            agent_scenario = Scenario(running.api_url, running.stack.moto_url, running.lambdas,
+                                      running.executor, running.names, logs,
+                                      layer_python=built_layer())  # fmt: skip
+            results += agent_scenario.run_agent()
     except Exception as exc:  # setup failed: counted, explained, everything already stopped
         print(f"FAIL  stack: {type(exc).__name__}: {exc}", flush=True)
         results.append(("stack", False, str(exc)))

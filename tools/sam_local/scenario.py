@@ -133,12 +133,15 @@ class Scenario:
                    self._bytecode)  # fmt: skip
         return self.results
 
-    def run_example_agent(self) -> list[tuple[str, bool, str]]:
-        """The example agent's checks (the stack's functions restarted to run it)."""
-        self.check("GET /agent of the example agent lists its docs MCP tools",
-                   self._example_agent_view)  # fmt: skip
-        self.check("example agent turn calls a function tool and an MCP tool",
-                   self._example_agent_turn)  # fmt: skip
+    def run_agent(self) -> list[tuple[str, bool, str]]:
+        """The checks of the example agent's stack (AgentRef set on every function)."""
+        session: dict[str, str] = {}
+        self.check("GET /agent names the example agent", self._agent_view)
+        self.check("create a session of the example agent", lambda: self._create_session(session))
+        self.check("turn calling the example agent's sync and async function tools completes",
+                   lambda: self._agent_tools(session["id"]))  # fmt: skip
+        self.check("turn calling a function tool and an MCP tool of the example agent completes",
+                   lambda: self._agent_mcp_tools(session["id"]))  # fmt: skip
         return self.results
 
     # -- helpers -------------------------------------------------------------------------------
@@ -219,6 +222,45 @@ class Scenario:
                 f"tool results {contents}")  # fmt: skip
         return f"{turn.turn_id}: {contents}"
 
+    def _agent_view(self) -> str:
+        answer = self.http.get("/agent")
+        require(answer.status_code == 200, f"answered {answer.status_code}: {answer.text}")
+        body = answer.json()
+        require(body["name"] == "release_assistant", f"agent {body['name']!r}")
+        tools = {t["name"]: t["source"] for t in body["tools"]}
+        require(tools.get("check_ci") == "function", f"tools {tools}")
+        # The API function's container lists the docs MCP server (docs-mcp on the network).
+        require(tools.get("docs_search") == "mcp:docs", f"tools {tools}")
+        require(not body["unavailable_sources"], f"unavailable {body['unavailable_sources']}")
+        return f"{body['name']}: {sorted(tools)}"
+
+    def _agent_tools(self, session_id: str) -> str:
+        text = 'call lookup_ticket {"ticket_id": "REL-101"}\ncall check_ci {"limit": 1}'
+        turn = self._turn(session_id, text)
+        self._completed(turn)
+        contents = [str(r.get("content")) for r in turn.tool_results()]
+        require(len(contents) == 2, f"tool results {contents}")
+        require('"id":"REL-101"' in contents[0], f"lookup_ticket {contents[0]!r}")
+        require('"run":8812' in contents[1], f"check_ci {contents[1]!r}")
+        return f"{turn.turn_id}: {[c[:40] for c in contents]}"
+
+    def _agent_mcp_tools(self, session_id: str) -> str:
+        text = 'call lookup_ticket {"ticket_id": "REL-102"}\ncall docs_search {"query": "hotfix"}'
+        turn = self._turn(session_id, text)
+        self._completed(turn)
+        results = {str(r.get("name")): r for r in turn.tool_results()}
+        ticket, docs = results.get("lookup_ticket"), results.get("docs_search")
+        require(ticket is not None and not ticket.get("is_error"), f"tool results {results}")
+        require('"id":"REL-102"' in str(ticket["content"]), f"lookup_ticket {ticket}")
+        require(docs is not None and not docs.get("is_error"), f"tool results {results}")
+        require(docs["content"] == "hotfix: Hotfixes", f"docs_search {docs}")
+        # Each tool call ran in a ToolStepFunction container (the MCP call from inside it).
+        calls = self.lambdas.calls_for(turn.turn_id)
+        tool_steps = [c for c in calls if c[0] == "ToolStepFunction"]
+        require(tool_steps == [("ToolStepFunction", "ok")] * 2, f"invocations {calls}")
+        require(all(outcome == "ok" for _f, outcome in calls), f"invocations {calls}")
+        return f"{turn.turn_id}: lookup_ticket + docs_search ({len(calls)} Lambda invocations)"
+
     def _failing_step(self, session_id: str) -> str:
         # The model step cannot reach the model: a retryable error, retried by the definition,
         # then caught into FailTurn, which ends the turn with the Lambda's own message.
@@ -233,37 +275,6 @@ class Scenario:
         expected = [("ModelStepFunction", "RetryableStepError")] * 5 + [("FailTurnFunction", "ok")]
         require(calls == expected, f"invocations {calls}")
         return f"{turn.turn_id}: model step retried 4 times, then FailTurn: {error[:80]!r}"
-
-    def _example_agent_view(self) -> str:
-        # The API function's container lists the docs server (docs-mcp on the network) now.
-        answer = self.http.get("/agent")
-        require(answer.status_code == 200, f"answered {answer.status_code}: {answer.text}")
-        view = answer.json()
-        require(view.get("name") == "release_assistant", f"agent {view.get('name')!r}")
-        sources = {t["name"]: t["source"] for t in view["tools"]}
-        require(sources.get("docs_search") == "mcp:docs", f"tools {sources}")
-        require(sources.get("lookup_ticket") == "function", f"tools {sources}")
-        require(not view["unavailable_sources"], f"unavailable {view['unavailable_sources']}")
-        return ", ".join(f"{name} ({source})" for name, source in sorted(sources.items()))
-
-    def _example_agent_turn(self) -> str:
-        created = self.http.post("/sessions", json={"title": "example agent"})
-        require(created.status_code == 201, f"answered {created.status_code}: {created.text}")
-        session_id = created.json()["session_id"]
-        text = 'call lookup_ticket {"ticket_id": "REL-101"}\ncall docs_search {"query": "hotfix"}'
-        turn = self._turn(session_id, text)
-        self._completed(turn)
-        results = {str(r.get("name")): r for r in turn.tool_results()}
-        ticket, docs = results.get("lookup_ticket"), results.get("docs_search")
-        require(ticket is not None and not ticket.get("is_error"), f"tool results {results}")
-        require('"id":"REL-101"' in str(ticket["content"]), f"lookup_ticket {ticket}")
-        require(docs is not None and not docs.get("is_error"), f"tool results {results}")
-        require(docs["content"] == "hotfix: Hotfixes", f"docs_search {docs}")
-        calls = self.lambdas.calls_for(turn.turn_id)
-        tools = [c for c in calls if c[0] == "ToolStepFunction"]
-        require(tools == [("ToolStepFunction", "ok")] * 2, f"invocations {calls}")
-        require(all(outcome == "ok" for _f, outcome in calls), f"invocations {calls}")
-        return f"{turn.turn_id}: lookup_ticket + docs_search ({len(calls)} Lambda invocations)"
 
     def _invoke(self, function_id: str, payload: dict[str, Any]) -> Any:
         result = self.lambdas.invoke(function_id, json.dumps(payload).encode())

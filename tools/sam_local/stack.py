@@ -170,13 +170,11 @@ class LocalStack:
             time.sleep(0.3)
         raise RuntimeError(f"sam local {command[0]} did not listen on {port}: see {log}")
 
-    def stop_sam(self, name: str) -> list[str]:
-        """Stop the `sam local` process started as `name` (with its containers); returns what
-        could not be stopped cleanly."""
+    def stop_sam(self) -> list[str]:
+        """Stop the SAM processes of this run (SAM stops their Lambda containers)."""
         problems: list[str] = []
-        for sam in [p for p in self.processes if p.name == name]:
+        for sam in reversed(self.processes):
             problems += _stop_process(sam)
-            self.processes.remove(sam)
         return problems
 
     def close(self) -> list[str]:
