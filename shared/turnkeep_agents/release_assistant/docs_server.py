@@ -102,6 +102,7 @@ def serve_http(host: str, port: int, name: str = "docs") -> None:
     # the client's delayed ACK (~40 ms a request on Linux), as uvicorn leaves a given socket be.
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((host, port))
+    sock.listen(128)  # connections wait in the backlog from now on, not refused
     shown = "127.0.0.1" if host == "0.0.0.0" else host
     print(f"docs MCP server listening on http://{shown}:{sock.getsockname()[1]}{PATH}", flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
