@@ -75,3 +75,40 @@ def test_a_turn_whose_mcp_server_cannot_be_listed_fails_after_the_rounds_retries
     # never cached); the model was never asked.
     assert source.list_requests == 1 + harness.deps.limits.model_retries
     assert harness.provider.requests == []
+
+
+def test_an_mcp_call_awaiting_approval_whose_server_goes_down_is_checked_and_run_honestly(
+    tmp_path: Path,
+) -> None:
+    from turnkeep.harness import resume_turn
+    from turnkeep.harness.approvals import (
+        ApprovalInvalidError,
+        ApprovalUnavailableError,
+        decide,
+    )
+
+    harness = make_harness(tmp_path, "sqlite")
+    with HttpMcpServer("kb") as server:
+        source = mcp_server(
+            "kb", url=server.url, allow=["lookup"], requires_approval=True, cache_ttl_seconds=0
+        )
+        harness.deps.agent = Agent(mcp_servers=[source])
+        paused = run_turn(harness.deps, harness.session_id, USER, 'call kb_lookup {"term": "x"}')
+        assert paused.status == "awaiting_approval"
+        # Up: an edit is checked against the server's schema.
+        with pytest.raises(ApprovalInvalidError, match="'term' is a required property"):
+            decide(harness.deps, harness.session_id, paused.op_id, paused.awaiting_call_ids[0],
+                   user_id=USER, decision="edit", arguments={"limit": 1})  # fmt: skip
+    # Down (and the listing not cached): the edit cannot be checked, so nothing is decided.
+    (call_id,) = paused.awaiting_call_ids
+    with pytest.raises(ApprovalUnavailableError, match="tool source 'kb': cannot list its tools"):
+        decide(harness.deps, harness.session_id, paused.op_id, call_id,
+               user_id=USER, decision="edit", arguments={"term": "y"})  # fmt: skip
+    # An approval needs no listing; the call then finds its source unavailable: a tool error.
+    decide(harness.deps, harness.session_id, paused.op_id, call_id, user_id=USER,
+           decision="approve")  # fmt: skip
+    ended = resume_turn(harness.deps, harness.session_id, paused.op_id)
+    assert ended.status in ("completed", "failed")
+    part = _tool_parts(harness)["kb_lookup"]
+    assert part.is_error
+    assert "tool kb_lookup is unavailable: tool source 'kb'" in part.content

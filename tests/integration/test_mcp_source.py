@@ -131,12 +131,16 @@ def test_arguments_breaking_the_servers_schema_are_refused_before_any_call(
     source = mcp_server("kb", url=kb.url, allow=["lookup"])
     registry = ToolRegistry(source.list_tools())
     before = kb.methods["tools/call"]
-    result = registry.run_call("kb_lookup", '{"term": 5}', CTX)
-    assert result.is_error
-    assert "invalid arguments for kb_lookup" in result.content
-    assert "5 is not of type 'string'" in result.content
+    result = registry.run_call("kb_lookup", '{"term": 5, "limit": "x"}', CTX)
+    assert result == ToolResult(
+        "Error: invalid arguments for kb_lookup: (arguments): limit: 'x' is not of type "
+        "'integer'; term: 5 is not of type 'string'",
+        True,
+    )
     missing = registry.run_call("kb_lookup", "{}", CTX)
-    assert "'term' is a required property" in missing.content
+    assert missing.content == (
+        "Error: invalid arguments for kb_lookup: (arguments): 'term' is a required property"
+    )
     assert kb.methods["tools/call"] == before
 
 

@@ -15,6 +15,7 @@ import copy
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, create_model, model_validator
+from pydantic_core import PydanticCustomError
 
 MAX_SCHEMA_ERRORS = 8
 
@@ -37,11 +38,11 @@ class McpArguments(BaseModel):
     @classmethod
     def _matches_schema(cls, data: Any) -> Any:
         if not isinstance(data, dict):
-            raise ValueError(f"the arguments must be a JSON object, got {type(data).__name__}")
+            raise _schema_error(f"the arguments must be a JSON object, not {type(data).__name__}")
         if cls.validator is not None:
             errors = sorted(cls.validator.iter_errors(data), key=lambda e: list(e.absolute_path))
             if errors:
-                raise ValueError(_describe(errors))
+                raise _schema_error(_describe(errors))
         return data
 
     def arguments(self) -> dict[str, Any]:
@@ -69,11 +70,17 @@ def _validator(schema: dict[str, Any]) -> Any:
     return kind(schema)
 
 
+def _schema_error(text: str) -> PydanticCustomError:
+    # A custom error's message is the text itself (a ValueError's would read "Value error, ...").
+    return PydanticCustomError("mcp_input_schema", "{text}", {"text": text})
+
+
 def _describe(errors: list[Any]) -> str:
     parts = []
     for error in errors[:MAX_SCHEMA_ERRORS]:
-        where = ".".join(str(p) for p in error.absolute_path) or "(arguments)"
-        parts.append(f"{where}: {_short(error.message)}")
+        where = ".".join(str(p) for p in error.absolute_path)
+        # The registry already names the arguments as a whole: only nested errors get a path.
+        parts.append(f"{where}: {_short(error.message)}" if where else _short(error.message))
     if len(errors) > MAX_SCHEMA_ERRORS:
         parts.append(f"... and {len(errors) - MAX_SCHEMA_ERRORS} more")
     return "; ".join(parts)
