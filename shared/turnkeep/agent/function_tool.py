@@ -278,7 +278,7 @@ def _args_model(
         if param.name not in hints:
             raise ToolDefinitionError(
                 f"function {fn_name}: parameter {param.name} has no type hint (the model needs "
-                "its type: e.g. {param.name}: str)".replace("{param.name}", param.name)
+                f"its type: e.g. {param.name}: str)"
             )
         hint = hints[param.name]
         if hint is ToolContext:
