@@ -243,6 +243,10 @@ def test_replay_safety_and_approval_are_per_tool_declarations(kb: HttpMcpServer)
         ({"name": "docs", "url": "http://x/mcp", "allow": "search"}, "list of tool names"),
         ({"name": "docs", "url": "http://x/mcp", "timeout_seconds": 0}, "positive number"),
         ({"name": "docs", "command": "srv", "headers": {"A": "b"}}, "headers= needs url="),
+        ({"name": "docs", "command": "srv", "args": "-m srv"}, "list of strings, not one"),
+        ({"name": "docs", "command": " "}, "command must be non-blank"),
+        ({"name": "docs", "url": "http://x/mcp", "timeout_seconds": float("inf")}, "positive"),
+        ({"name": "docs", "url": "http://x/mcp", "cache_ttl_seconds": -1}, "cache_ttl_seconds"),
     ],
 )
 def test_a_bad_definition_is_one_clear_error(kwargs: dict[str, object], message: str) -> None:

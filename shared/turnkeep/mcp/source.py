@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import threading
@@ -21,6 +22,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from turnkeep.agent.definition import AgentDefinitionError
 from turnkeep.mcp.arguments import McpArguments
 from turnkeep.tools.base import Tool, ToolContext, ToolResult
 from turnkeep.tools.sources import ToolSourceError
@@ -45,8 +47,9 @@ _REFERENCE = re.compile(r"^(?P<prefix>(?:\S+ )?)(?P<ref>(?:env|secretsmanager|ss
 """A header value that names a credential: `env:NAME`, or `Bearer env:NAME` (one word first)."""
 
 
-class McpDefinitionError(ValueError):
-    """An `mcp_server(...)` definition is wrong (a bad name, no or two endpoints, bad lists)."""
+class McpDefinitionError(AgentDefinitionError):
+    """An `mcp_server(...)` definition is wrong (a bad name, no or two endpoints, bad lists): a
+    definition error of the agent that names it (one line when the agent is loaded)."""
 
 
 def mcp_server(
@@ -78,6 +81,8 @@ def mcp_server(
     `list_timeout_seconds` each listing. `replay_safe` and `requires_approval`: True for every
     tool, or the names (without the prefix) of those that are.
     """
+    if isinstance(args, str):
+        raise McpDefinitionError(f"mcp_server {name!r}: args= takes a list of strings, not one")
     return McpServer(
         name=name,
         url=url,
@@ -139,6 +144,10 @@ class McpServer:
             raise McpDefinitionError(
                 f"mcp_server {name!r}: url must start with http:// or https://"
             )
+        if command is not None and (not isinstance(command, str) or not command.strip()):
+            raise McpDefinitionError(f"mcp_server {name!r}: command must be non-blank text")
+        if any(not isinstance(arg, str) for arg in args):
+            raise McpDefinitionError(f"mcp_server {name!r}: args= takes a list of strings")
         if headers and url is None:
             raise McpDefinitionError(f"mcp_server {name!r}: headers= needs url= (stdio has none)")
         for key, val in headers.items():
@@ -148,10 +157,10 @@ class McpServer:
             ("timeout_seconds", timeout_seconds),
             ("list_timeout_seconds", list_timeout_seconds),
         ):
-            if not isinstance(value, int | float) or value <= 0:
+            if not _number(value) or value <= 0:
                 raise McpDefinitionError(f"mcp_server {name!r}: {what} must be a positive number")
         if cache_ttl_seconds is not None and (
-            not isinstance(cache_ttl_seconds, int | float) or cache_ttl_seconds < 0
+            not _number(cache_ttl_seconds) or cache_ttl_seconds < 0
         ):
             raise McpDefinitionError(
                 f"mcp_server {name!r}: cache_ttl_seconds must be >= 0 or None (no expiry)"
@@ -380,6 +389,10 @@ class _Call:
 
     def __call__(self, args: McpArguments, _ctx: ToolContext) -> ToolResult:
         return self.source.call(self.original, self.prefixed, args.arguments())
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _names(server: str, what: str, names: object) -> frozenset[str]:
