@@ -63,10 +63,10 @@ def served(tmp_path: Path) -> Iterator[tuple[str, HttpMcpServer]]:
                 process.wait(timeout=10)
 
 
-def _wait(client: httpx.Client, sid: str, turn: str) -> str:
+def _wait(client: httpx.Client, sid: str, turn: str, headers: dict[str, str] | None = None) -> str:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        view = client.get(f"/sessions/{sid}/turns/{turn}", headers=ALICE).json()
+        view = client.get(f"/sessions/{sid}/turns/{turn}", headers=headers or ALICE).json()
         if view["finished"]:
             return str(view["status"])
         time.sleep(0.05)
@@ -83,6 +83,7 @@ def test_serve_with_an_agent_runs_a_turn_that_calls_its_mcp_server(
         sources = {t["name"]: t["source"] for t in agent.json()["tools"]}
         assert sources["kb_lookup"] == "mcp:kb"
         assert sources["kb_fail"] == "mcp:kb"
+        assert sources["kb_slow"] == "mcp:kb"
         assert sources["shout"] == "function"
         sid = client.post("/sessions", json={}, headers=ALICE).json()["session_id"]
         started = client.post(
@@ -99,3 +100,34 @@ def test_serve_with_an_agent_runs_a_turn_that_calls_its_mcp_server(
     assert kb.methods["tools/call"] == 1
     # GET /agent listed once; the turn's steps reused the listing (one process, one cache).
     assert kb.methods["tools/list"] == 1
+
+
+BOB = {"Authorization": "Bearer dev-bob"}
+
+
+def test_a_slow_mcp_call_of_one_session_does_not_hold_up_another_sessions_turn(
+    served: tuple[str, HttpMcpServer],
+) -> None:
+    url, kb = served
+    with httpx.Client(base_url=url, timeout=30) as client:
+        a_sid = client.post("/sessions", json={}, headers=ALICE).json()["session_id"]
+        b_sid = client.post("/sessions", json={}, headers=BOB).json()["session_id"]
+        slow = client.post(
+            f"/sessions/{a_sid}/turns",
+            json={"text": 'call kb_slow {"seconds": 8}'},
+            headers=ALICE,
+        ).json()["turn_id"]
+        deadline = time.monotonic() + 20
+        while kb.methods["tools/call"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)  # alice's call has reached the server and waits there
+        fast = client.post(
+            f"/sessions/{b_sid}/turns",
+            json={"text": 'call kb_lookup {"term": "quick"}'},
+            headers=BOB,
+        ).json()["turn_id"]
+        bob_status = _wait(client, b_sid, fast, BOB)
+        alice_view = client.get(f"/sessions/{a_sid}/turns/{slow}", headers=ALICE).json()
+        alice_status = _wait(client, a_sid, slow, ALICE)
+    assert bob_status == "completed"
+    assert not alice_view["finished"]  # bob's turn ended while alice's call was still running
+    assert alice_status == "completed"

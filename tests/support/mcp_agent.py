@@ -28,7 +28,7 @@ agent = Agent(
         mcp_server(
             "kb",
             url=os.environ.get(URL_ENV, "http://127.0.0.1:9/mcp"),
-            allow=["lookup", "fail"],
+            allow=["lookup", "fail", "slow"],
             list_timeout_seconds=5,
         )
     ],
