@@ -309,3 +309,36 @@ def test_a_bad_turnkeep_mcp_urls_fails_the_listing_clearly(
     monkeypatch.setenv("TURNKEEP_MCP_URLS", value)
     with pytest.raises(ToolSourceError, match=message):
         mcp_server("kb", url=kb.url).list_tools()
+
+
+def test_header_credentials_from_secrets_manager_and_ssm_reach_the_server(
+    kb: HttpMcpServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uuid
+
+    import boto3
+    from moto import mock_aws
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    secret, parameter = f"acme/docs-{uuid.uuid4().hex[:8]}", f"/acme/key-{uuid.uuid4().hex[:8]}"
+    with mock_aws():
+        boto3.client("secretsmanager").create_secret(
+            Name=secret, SecretString=json.dumps({"token": "from-secrets"})
+        )
+        boto3.client("ssm").put_parameter(Name=parameter, Value="from-ssm", Type="SecureString")
+        source = mcp_server(
+            "kb",
+            url=kb.url,
+            allow=["lookup"],
+            headers={
+                "Authorization": f"Bearer secretsmanager:{secret}#token",
+                "X-Api-Key": f"ssm:{parameter}",
+            },
+        )
+        kb.headers.clear()
+        assert _run(source, "kb_lookup", {"term": "a"}) == ToolResult("a: 2 entries")
+    assert kb.headers
+    assert {h.get("authorization") for h in kb.headers} == {"Bearer from-secrets"}
+    assert {h.get("x-api-key") for h in kb.headers} == {"from-ssm"}
