@@ -342,3 +342,18 @@ def test_header_credentials_from_secrets_manager_and_ssm_reach_the_server(
     assert kb.headers
     assert {h.get("authorization") for h in kb.headers} == {"Bearer from-secrets"}
     assert {h.get("x-api-key") for h in kb.headers} == {"from-ssm"}
+
+
+def test_a_rotated_header_credential_is_sent_from_the_next_call_on(
+    kb: HttpMcpServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KB_ROTATING_TOKEN", "first")
+    source = mcp_server(
+        "kb", url=kb.url, allow=["lookup"], headers={"Authorization": "env:KB_ROTATING_TOKEN"}
+    )
+    registry = ToolRegistry(source.list_tools())
+    registry.run_call("kb_lookup", '{"term": "a"}', CTX)
+    monkeypatch.setenv("KB_ROTATING_TOKEN", "second")
+    kb.headers.clear()
+    assert registry.run_call("kb_lookup", '{"term": "a"}', CTX) == ToolResult("a: 2 entries")
+    assert [h.get("authorization") for h in kb.headers] == ["second"]

@@ -100,9 +100,8 @@ def _http_client(endpoint: Endpoint, headers: Mapping[str, str]) -> Any:
     found = per_loop.get(endpoint.url)
     if found is not None and found[0] == key:
         return found[1]
-    if found is not None:
-        # In-flight exchanges of the old client finish on their own connections.
-        asyncio.get_running_loop().create_task(found[1].aclose())
+    # A client replaced here (its headers changed) is not closed: an exchange may still be
+    # using it; it is dropped with its last user.
     # The SDK's own transport timeouts (30 s connect, 300 s read) stay: each exchange is
     # bounded as a whole by the caller's deadline.
     http = httpx2.AsyncClient(headers=dict(headers), timeout=httpx2.Timeout(30.0, read=300.0))
