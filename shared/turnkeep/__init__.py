@@ -13,17 +13,19 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from turnkeep.agent import Agent, tool
+    from turnkeep.mcp import mcp_server
     from turnkeep.tools.base import Tool, ToolContext, ToolResult
 
 _EXPORTS = {
     "Agent": "turnkeep.agent",
     "tool": "turnkeep.agent",
+    "mcp_server": "turnkeep.mcp",
     "Tool": "turnkeep.tools.base",
     "ToolContext": "turnkeep.tools.base",
     "ToolResult": "turnkeep.tools.base",
 }
 
-__all__ = ["Agent", "Tool", "ToolContext", "ToolResult", "__version__", "tool"]
+__all__ = ["Agent", "Tool", "ToolContext", "ToolResult", "__version__", "mcp_server", "tool"]
 
 
 def __getattr__(name: str) -> Any:

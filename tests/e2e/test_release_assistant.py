@@ -1,7 +1,8 @@
 """The example agent (`turnkeep_agents.release_assistant:agent`) run as a user runs it: the
 `turnkeep chat --agent` command in a process of its own, and `turnkeep serve --agent` (a real
-server on 127.0.0.1) driven over HTTP — its sync and async function tools run, and its gated
-tool waits for the person's approval before it publishes."""
+server on 127.0.0.1) driven over HTTP — its sync and async function tools and its docs MCP
+server's tools run (the docs server on 127.0.0.1, as its module runs it), and its gated tool
+waits for the person's approval before it publishes."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from turnkeep_agents.release_assistant.docs_server import build_server
 
+from tests.support.mcp_servers import HttpMcpServer
 from tests.support.real_server import RealServer
 
 AGENT = "turnkeep_agents.release_assistant:agent"
@@ -24,18 +28,27 @@ ALICE = {"Authorization": "Bearer dev-alice"}
 pytestmark = pytest.mark.slow
 
 
-def _env(tmp_path: Path) -> dict[str, str]:
+@pytest.fixture(scope="module")
+def docs() -> Iterator[HttpMcpServer]:
+    """The agent's docs MCP server on 127.0.0.1 (a free port)."""
+    with HttpMcpServer(server=build_server("docs")) as server:
+        yield server
+
+
+def _env(tmp_path: Path, docs: HttpMcpServer) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEP_")}
     env["TURNKEEP_LOCAL_DIR"] = str(tmp_path / "local")
     env["RELEASE_ASSISTANT_LOG"] = str(tmp_path / "published.jsonl")
+    env["TURNKEEP_MCP_URLS"] = json.dumps({"docs": docs.url})
     return env
 
 
 def test_turnkeep_chat_runs_the_example_agent_with_its_tools_and_an_approval(
-    tmp_path: Path,
+    tmp_path: Path, docs: HttpMcpServer
 ) -> None:
     stdin = (
         'call lookup_ticket {"ticket_id": "rel-101"}\n'
+        'call docs_search {"query": "hotfix"}\n'
         'call check_ci {"branch": "release/2.4", "limit": 1}\n'
         'call lookup_ticket {"ticket_id": "REL-999"}\n'
         'call publish_release_notes {"version": "2.4.0", "notes": "- Apple Pay"}\ny\n'
@@ -45,7 +58,7 @@ def test_turnkeep_chat_runs_the_example_agent_with_its_tools_and_an_approval(
     done = subprocess.run(
         [sys.executable, "-m", "turnkeep.cli", "chat", "--agent", AGENT, "--session", "rel-1"],
         input=stdin,
-        env=_env(tmp_path),
+        env=_env(tmp_path, docs),
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -60,8 +73,9 @@ def test_turnkeep_chat_runs_the_example_agent_with_its_tools_and_an_approval(
     assert '<- check_ci [ok] [{"run":8809,"commit":"77e1d03","status":"passed"' in out
     assert "<- lookup_ticket [error] Error: tool lookup_ticket failed: LookupError" in out
     assert "?? approval needed: tool call publish_release_notes" in out
+    assert "<- docs_search [ok] hotfix: Hotfixes" in out
     assert "<- publish_release_notes [ok] published 2.4.0 to the internal changelog" in out
-    assert out.count(": completed, 2 model rounds") == 4
+    assert out.count(": completed, 2 model rounds") == 5
     (published,) = (tmp_path / "published.jsonl").read_text().splitlines()
     assert json.loads(published)["notes"] == "- Apple Pay"
 
@@ -81,12 +95,17 @@ def _tool_results(client: httpx.Client, sid: str, turn: str) -> list[dict[str, A
     return [p for e in page["events"] if e.get("role") == "tool" for p in e["parts"]]
 
 
-def test_turnkeep_serve_runs_the_example_agent_over_http(tmp_path: Path) -> None:
-    env = _env(tmp_path)
+def test_turnkeep_serve_runs_the_example_agent_over_http(
+    tmp_path: Path, docs: HttpMcpServer
+) -> None:
+    env = _env(tmp_path, docs)
     server = RealServer(
         tmp_path / "local",
         command=[sys.executable, "-m", "turnkeep.cli", "serve", "--agent", AGENT],
-        extra_env={"RELEASE_ASSISTANT_LOG": env["RELEASE_ASSISTANT_LOG"]},
+        extra_env={
+            "RELEASE_ASSISTANT_LOG": env["RELEASE_ASSISTANT_LOG"],
+            "TURNKEEP_MCP_URLS": env["TURNKEEP_MCP_URLS"],
+        },
     )
     url = server.start()
     try:
@@ -96,6 +115,8 @@ def test_turnkeep_serve_runs_the_example_agent_over_http(tmp_path: Path) -> None
             assert agent["instructions"].startswith("You are the release assistant of ACME")
             assert agent["model_settings"] == {"max_tokens": 2048, "temperature": 0.2}
             gated = {t["name"]: t["requires_approval"] for t in agent["tools"]}
+            sources = {t["name"]: t["source"] for t in agent["tools"]}
+            assert sources["docs_search"] == sources["docs_get_page"] == "mcp:docs"
             assert gated["publish_release_notes"] is True
             assert gated["check_ci"] is False
 
@@ -104,16 +125,18 @@ def test_turnkeep_serve_runs_the_example_agent_over_http(tmp_path: Path) -> None
                 "/sessions/rel-http/turns",
                 json={
                     "text": 'call check_ci {"limit": 2}\n'
-                    'call lookup_ticket {"ticket_id": "REL-103"}',
+                    'call lookup_ticket {"ticket_id": "REL-103"}\n'
+                    'call docs_get_page {"slug": "rollback"}',
                     "model_settings": {"temperature": 0.0},
                 },
             )
             assert started.status_code == 202, started.text
             turn = started.json()["turn_id"]
             assert _until_ended(client, "rel-http", turn)["status"] == "completed"
-            ci, ticket = _tool_results(client, "rel-http", turn)
+            ci, ticket, page = _tool_results(client, "rel-http", turn)
             assert json.loads(ci["content"])[0]["run"] == 8812
             assert json.loads(ticket["content"])["status"] == "in_progress"
+            assert page["content"].startswith("Rolling back\n\nTo roll back, redeploy")
 
             publish = client.post(
                 "/sessions/rel-http/turns",

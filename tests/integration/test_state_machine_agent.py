@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from turnkeep_agents.release_assistant.docs_server import build_server
 
 from tests.integration.test_state_machine import (  # noqa: F401 - `deployed` is a fixture
     Deployed,
@@ -20,6 +21,7 @@ from tests.integration.test_state_machine import (  # noqa: F401 - `deployed` is
 )
 from tests.integration.test_state_machine_approvals import _api, _finished, _tool_results
 from tests.support.lambda_host import load_function_module
+from tests.support.mcp_servers import HttpMcpServer
 from turnkeep.aws_lambda import container
 from turnkeep.harness.state import load_head, load_state
 from turnkeep.harness.transcript import branch_messages
@@ -37,9 +39,12 @@ def with_agent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path
     log = tmp_path / "published.jsonl"
     monkeypatch.setenv("TURNKEEP_AGENT", AGENT)
     monkeypatch.setenv("RELEASE_ASSISTANT_LOG", str(log))
-    container.reset_runtime()
-    yield log
-    container.reset_runtime()  # the next test's runtime is built from its own environment
+    # The agent's docs MCP server, on 127.0.0.1 (each step lists it).
+    with HttpMcpServer(server=build_server("docs")) as docs:
+        monkeypatch.setenv("TURNKEEP_MCP_URLS", json.dumps({"docs": docs.url}))
+        container.reset_runtime()
+        yield log
+        container.reset_runtime()  # the next test's runtime is built from its own environment
 
 
 @STANDARD_ONLY

@@ -13,6 +13,7 @@ SAM_LOCAL_ARCH (default x86_64) is the Architecture parameter built and run.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -34,6 +35,9 @@ from tools.sam_local.template import ROOT, function_ids, load_template
 BUILT_TEMPLATE = ROOT / ".aws-sam" / "build" / "template.yaml"
 EXAMPLE_AGENT = "turnkeep_agents.release_assistant:agent"
 """The agent of the scenario's second phase (the template's AgentRef; docs/agent.md)."""
+EXAMPLE_MCP_URLS = '{"docs": "http://docs-mcp:8765/mcp"}'
+"""TURNKEEP_MCP_URLS of the second phase: the example agent's docs MCP server, a container on
+the run's network (docs/mcp.md)."""
 
 
 def architecture() -> str:
@@ -60,11 +64,11 @@ def sam_build(log_dir: Path) -> None:
         raise RuntimeError("sam build failed:\n" + "\n".join(tail))
 
 
-def _local_args(stack: LocalStack, agent: str = "") -> list[str]:
+def _local_args(stack: LocalStack, agent: str = "", env_file: Path = seed.ENV_FILE) -> list[str]:
     overrides = f"Architecture={architecture()}" + (f" AgentRef={agent}" if agent else "")
     return [
         "--template", str(BUILT_TEMPLATE),
-        "--env-vars", str(seed.ENV_FILE),
+        "--env-vars", str(env_file),
         "--parameter-overrides", overrides,
         "--region", REGION,
         "--warm-containers", "LAZY",  # ~0.1 s per later invocation instead of a container each
@@ -86,17 +90,22 @@ class Running:
         """Through the current start-lambda (`switch_agent` replaces it)."""
         return self.lambdas.invoke(function_id, payload)
 
-    def switch_agent(self, agent: str) -> None:
+    def switch_agent(self, agent: str, mcp_urls: str = "") -> None:
         """Start start-lambda and start-api again with AgentRef=`agent` (the same moto, the
-        same network): every function's TURNKEEP_AGENT is then `agent`."""
+        same network): every function's TURNKEEP_AGENT is then `agent`, and its
+        TURNKEEP_MCP_URLS `mcp_urls` (an env-vars file beside the logs)."""
+        env = json.loads(seed.ENV_FILE.read_text(encoding="utf-8"))
+        for variables in env.values():
+            variables["TURNKEEP_MCP_URLS"] = mcp_urls
+        env_file = self.stack.log_dir / "env-agent.json"
+        env_file.write_text(json.dumps(env, indent=2), encoding="utf-8")
         self.lambdas.close()
         self.stack.stop_sam()
+        args = _local_args(self.stack, agent, env_file)
         self.lambda_url = self.stack.start_sam(
-            "start-lambda-agent", ["start-lambda", *_local_args(self.stack, agent)], free_port()
+            "start-lambda-agent", ["start-lambda", *args], free_port()
         )
-        self.api_url = self.stack.start_sam(
-            "start-api-agent", ["start-api", *_local_args(self.stack, agent)], free_port()
-        )
+        self.api_url = self.stack.start_sam("start-api-agent", ["start-api", *args], free_port())
         self.lambdas = StartLambda(self.lambda_url)
 
 
@@ -166,8 +175,9 @@ def run_test(log_dir: Path, *, build: bool = True) -> int:
                                 running.executor, running.names, logs,
                                 layer_python=built_layer())  # fmt: skip
             results = scenario.run()
-            step(f"scenario with AgentRef={EXAMPLE_AGENT}")
-            running.switch_agent(EXAMPLE_AGENT)
+            step(f"scenario with AgentRef={EXAMPLE_AGENT} and its docs MCP server container")
+            running.stack.start_docs_mcp(built_layer().parent)
+            running.switch_agent(EXAMPLE_AGENT, EXAMPLE_MCP_URLS)
             logs = [p.log for p in running.stack.processes]
             agent_scenario = Scenario(running.api_url, running.stack.moto_url, running.lambdas,
                                       running.executor, running.names, logs,

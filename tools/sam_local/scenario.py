@@ -140,6 +140,8 @@ class Scenario:
         self.check("create a session of the example agent", lambda: self._create_session(session))
         self.check("turn calling the example agent's sync and async function tools completes",
                    lambda: self._agent_tools(session["id"]))  # fmt: skip
+        self.check("turn calling a function tool and an MCP tool of the example agent completes",
+                   lambda: self._agent_mcp_tools(session["id"]))  # fmt: skip
         return self.results
 
     # -- helpers -------------------------------------------------------------------------------
@@ -227,6 +229,9 @@ class Scenario:
         require(body["name"] == "release_assistant", f"agent {body['name']!r}")
         tools = {t["name"]: t["source"] for t in body["tools"]}
         require(tools.get("check_ci") == "function", f"tools {tools}")
+        # The API function's container lists the docs MCP server (docs-mcp on the network).
+        require(tools.get("docs_search") == "mcp:docs", f"tools {tools}")
+        require(not body["unavailable_sources"], f"unavailable {body['unavailable_sources']}")
         return f"{body['name']}: {sorted(tools)}"
 
     def _agent_tools(self, session_id: str) -> str:
@@ -238,6 +243,23 @@ class Scenario:
         require('"id":"REL-101"' in contents[0], f"lookup_ticket {contents[0]!r}")
         require('"run":8812' in contents[1], f"check_ci {contents[1]!r}")
         return f"{turn.turn_id}: {[c[:40] for c in contents]}"
+
+    def _agent_mcp_tools(self, session_id: str) -> str:
+        text = 'call lookup_ticket {"ticket_id": "REL-102"}\ncall docs_search {"query": "hotfix"}'
+        turn = self._turn(session_id, text)
+        self._completed(turn)
+        results = {str(r.get("name")): r for r in turn.tool_results()}
+        ticket, docs = results.get("lookup_ticket"), results.get("docs_search")
+        require(ticket is not None and not ticket.get("is_error"), f"tool results {results}")
+        require('"id":"REL-102"' in str(ticket["content"]), f"lookup_ticket {ticket}")
+        require(docs is not None and not docs.get("is_error"), f"tool results {results}")
+        require(docs["content"] == "hotfix: Hotfixes", f"docs_search {docs}")
+        # Each tool call ran in a ToolStepFunction container (the MCP call from inside it).
+        calls = self.lambdas.calls_for(turn.turn_id)
+        tool_steps = [c for c in calls if c[0] == "ToolStepFunction"]
+        require(tool_steps == [("ToolStepFunction", "ok")] * 2, f"invocations {calls}")
+        require(all(outcome == "ok" for _f, outcome in calls), f"invocations {calls}")
+        return f"{turn.turn_id}: lookup_ticket + docs_search ({len(calls)} Lambda invocations)"
 
     def _failing_step(self, session_id: str) -> str:
         # The model step cannot reach the model: a retryable error, retried by the definition,

@@ -1,7 +1,8 @@
 """The processes and containers of a SAM local stack, each stopped by its own id.
 
-`LocalStack` records everything it starts (a docker network, the moto container, the SAM CLI
-processes and the Lambda containers those start on the network) and `close()` removes exactly
+`LocalStack` records everything it starts (a docker network, the moto container, the example
+agent's docs MCP server container, the SAM CLI processes and the Lambda containers those start
+on the network) and `close()` removes exactly
 those, also after a failure. The host reaches containers only through ports published on
 127.0.0.1; containers reach each other by name on the network created here.
 """
@@ -25,6 +26,11 @@ import httpx
 MOTO_IMAGE = "motoserver/moto:latest"
 MOTO_ALIAS = "moto"  # the name events/env.json points every function at
 MOTO_PORT = 5000
+LAMBDA_IMAGE = "public.ecr.aws/lambda/python:3.12-x86_64"
+"""The Lambda runtime image SAM runs the functions in; it also runs the example MCP server."""
+DOCS_MCP_ALIAS = "docs-mcp"  # the name events/env.json points the example agent's docs server at
+DOCS_MCP_PORT = 8765
+DOCS_MCP_MODULE = "turnkeep_agents.release_assistant.docs_server"
 
 
 class ToolMissingError(RuntimeError):
@@ -91,6 +97,8 @@ class LocalStack:
     network_id: str | None = None
     moto_id: str | None = None
     moto_url: str = ""
+    mcp_id: str | None = None
+    mcp_url: str = ""
     processes: list[SamProcess] = field(default_factory=list)
 
     @property
@@ -117,6 +125,28 @@ class LocalStack:
         self.moto_url = f"http://127.0.0.1:{port}"
         _wait_http(f"{self.moto_url}/moto-api/", timeout, "moto")
         return self.moto_url
+
+    def start_docs_mcp(self, layer: Path, timeout: float = 60) -> str:
+        """Run the example agent's docs MCP server as `docs-mcp` on the network, from what
+        `sam build` produced: the Lambda runtime image's python3.12 with the built layer (where
+        the agent's package is) mounted read-only at /opt, as a function sees it. Published on
+        127.0.0.1 only; returns its URL for the host."""
+        assert self.network_id is not None, "start_network first"
+        self.mcp_id = _docker(
+            "run", "--detach", "--name", f"turnkeep-docs-mcp-{self.run_id}",
+            "--network", self.network, "--network-alias", DOCS_MCP_ALIAS,
+            "--publish", f"127.0.0.1::{DOCS_MCP_PORT}",
+            "--volume", f"{layer}:/opt:ro", "--env", "PYTHONPATH=/opt/python",
+            "--entrypoint", "python3",
+            LAMBDA_IMAGE,
+            "-m", DOCS_MCP_MODULE, "--host", "0.0.0.0", "--port", str(DOCS_MCP_PORT),
+        )  # fmt: skip
+        published = _docker("port", self.mcp_id, f"{DOCS_MCP_PORT}/tcp").splitlines()[0]
+        port = published.rsplit(":", 1)[1]
+        self.mcp_url = f"http://127.0.0.1:{port}/mcp"
+        # GET without a session is answered 4xx at once by a live Streamable HTTP endpoint.
+        _wait_http(self.mcp_url, timeout, "the docs MCP server")
+        return self.mcp_url
 
     def start_sam(self, name: str, command: list[str], port: int, timeout: float = 120) -> str:
         """Start `sam local <command>` on 127.0.0.1:`port` in the background; returns its URL
@@ -158,11 +188,15 @@ class LocalStack:
             with suppress(RuntimeError):
                 leftovers = _docker("ps", "-aq", "--filter", f"network={self.network}").split()
                 for container in leftovers:
-                    if container != (self.moto_id or "")[: len(container)]:
+                    ours = (self.moto_id or "", self.mcp_id or "")
+                    if not any(container == known[: len(container)] for known in ours):
                         problems += _remove_container(container)
         if self.moto_id is not None:
             problems += _remove_container(self.moto_id)
             self.moto_id = None
+        if self.mcp_id is not None:
+            problems += _remove_container(self.mcp_id)
+            self.mcp_id = None
         if self.network_id is not None:
             try:
                 _docker("network", "rm", self.network_id)

@@ -10,15 +10,17 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from turnkeep import Agent, tool
+from turnkeep import Agent, mcp_server, tool
 from turnkeep_agents.release_assistant import tracker
 
 INSTRUCTIONS = """\
 You are the release assistant of ACME's web shop team. You help the release manager prepare a
 release: look up the tickets that go into it, check that CI is green on the release branch, and
 draft short release notes grouped as Features, Fixes and Chores. Publish notes only when the
-release manager asks for it; publishing waits for their approval. Say plainly when a ticket or
-a pipeline cannot be found, and never invent ticket numbers."""
+release manager asks for it; publishing waits for their approval. How releases work (the freeze,
+hotfixes, rollbacks, earlier release notes) is in ACME's release docs: search them rather than
+guess. Say plainly when a ticket or a pipeline cannot be found, and never invent ticket
+numbers."""
 
 
 class Ticket(BaseModel):
@@ -81,8 +83,9 @@ agent = Agent(
     description="Prepares ACME's releases: tickets, CI status and release notes.",
     instructions=INSTRUCTIONS,
     tools=[lookup_ticket, check_ci, publish_release_notes],
-    # MCP servers: the MCP support adds this agent's docs server here, e.g.
-    # mcp_servers=[mcp_server("docs", url=...)]. Until then the agent has none.
-    mcp_servers=[],
+    # ACME's release docs (docs_server.py beside this file, as `python -m` runs it locally;
+    # TURNKEEP_MCP_URLS='{"docs": "https://..."}' points a deployment at its own). Its tools,
+    # docs_search and docs_get_page, only read: a call whose outcome is unknown may run again.
+    mcp_servers=[mcp_server("docs", url="http://127.0.0.1:8765/mcp", replay_safe=True)],
     model_settings={"temperature": 0.2, "max_tokens": 2048},
 )

@@ -1,0 +1,221 @@
+"""MCP exchanges with one server, through the `mcp` package's client (imported here only).
+
+Each listing and each call opens its own MCP session and closes it when done: no protocol
+state survives between a container's invocations (Lambda may freeze a container for hours), and
+concurrent calls never share a session. What is kept is an HTTP client per server (its TLS
+context and pooled connections). A listing's negotiation (the server's
+`server/discover` answer on the 2026 protocol) is kept with the cached tools, so a call adopts it
+instead of probing again: on that protocol a warm call is one HTTP request; on a handshake-era
+server each call runs the `initialize` exchange first. Over stdio each exchange starts the
+server's process (stdio is for local use).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcp import Client
+    from mcp_types import CallToolResult, DiscoverResult
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where a server is: a Streamable HTTP URL (with headers) or a stdio command."""
+
+    url: str | None
+    headers: Mapping[str, str]
+    command: str | None
+    args: tuple[str, ...]
+    env: Mapping[str, str] | None
+    cwd: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Negotiated:
+    """What a listing's session learned, reused by later calls: the protocol it settled and the
+    tools it listed (the client checks a result's structured content against the listed output
+    schema, and would list again to learn it)."""
+
+    mode: str
+    discover: DiscoverResult | None
+    tools: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """The server's tools as listed (all pages), and the negotiation to reuse."""
+
+    tools: Sequence[Any]
+    """`mcp_types.Tool` objects."""
+    negotiated: Negotiated
+
+
+MAX_PAGES = 100
+"""A server whose `tools/list` pagination does not end within this many pages is refused."""
+
+
+def _client(
+    endpoint: Endpoint, headers: Mapping[str, str], negotiated: Negotiated | None
+) -> Client:
+    from mcp import Client, StdioServerParameters
+    from mcp.client.streamable_http import streamable_http_client
+
+    transport: Any
+    if endpoint.url is not None:
+        transport = streamable_http_client(
+            endpoint.url, http_client=_http_client(endpoint, headers)
+        )
+    else:
+        assert endpoint.command is not None
+        transport = StdioServerParameters(
+            command=endpoint.command,
+            args=list(endpoint.args),
+            env=dict(endpoint.env) if endpoint.env is not None else None,
+            cwd=endpoint.cwd,
+        )
+    if negotiated is None:
+        return Client(transport, cache=None)
+    return Client(transport, cache=None, mode=negotiated.mode, prior_discover=negotiated.discover)
+
+
+_HTTP_CLIENTS: weakref.WeakKeyDictionary[Any, dict[str, tuple[tuple[tuple[str, str], ...], Any]]]
+_HTTP_CLIENTS = weakref.WeakKeyDictionary()
+
+
+def _http_client(endpoint: Endpoint, headers: Mapping[str, str]) -> Any:
+    """The endpoint's HTTP client on this event loop, made once and kept (until its headers
+    change, e.g. a rotated secret): building one costs ~20 ms (its TLS context), and its pool
+    keeps the server's connection for the next exchange. Only the loop's thread gets here."""
+    import asyncio
+
+    import httpx2
+
+    per_loop = _HTTP_CLIENTS.setdefault(asyncio.get_running_loop(), {})
+    assert endpoint.url is not None
+    key = tuple(sorted(headers.items()))
+    found = per_loop.get(endpoint.url)
+    if found is not None and found[0] == key:
+        return found[1]
+    # A client replaced here (its headers changed) is not closed: an exchange may still be
+    # using it; it is dropped with its last user.
+    # The SDK's own transport timeouts (30 s connect, 300 s read) stay: each exchange is
+    # bounded as a whole by the caller's deadline.
+    http = httpx2.AsyncClient(headers=dict(headers), timeout=httpx2.Timeout(30.0, read=300.0))
+    per_loop[endpoint.url] = (key, http)
+    return http
+
+
+async def list_tools(
+    endpoint: Endpoint, headers: Mapping[str, str], deadline_seconds: float
+) -> Listing:
+    """Every tool the server lists (following `nextCursor`), within `deadline_seconds`."""
+    import anyio
+
+    with anyio.fail_after(deadline_seconds):
+        async with _client(endpoint, headers, None) as client:
+            tools: list[Any] = []
+            cursor: str | None = None
+            for _ in range(MAX_PAGES):
+                page = await client.list_tools(cursor=cursor)
+                tools.extend(page.tools)
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+            else:
+                raise RuntimeError(f"tools/list did not end within {MAX_PAGES} pages")
+            discover = client.session.discover_result
+            mode = client.protocol_version if discover is not None else "legacy"
+            return Listing(tools, Negotiated(mode, discover, tuple(tools)))
+
+
+async def call_tool(
+    endpoint: Endpoint,
+    headers: Mapping[str, str],
+    negotiated: Negotiated | None,
+    *,
+    name: str,
+    arguments: dict[str, Any],
+    deadline_seconds: float,
+) -> CallToolResult:
+    """One `tools/call` of `name`, within `deadline_seconds` (connection included)."""
+    import anyio
+
+    with anyio.fail_after(deadline_seconds):
+        async with _client(endpoint, headers, negotiated) as client:
+            if negotiated is not None:
+                _absorb(client, negotiated.tools)
+            return await client.call_tool(name, arguments, read_timeout_seconds=deadline_seconds)
+
+
+def _absorb(client: Client, tools: tuple[Any, ...]) -> None:
+    """Give a new session the cached listing, as the SDK does with a listing from its own cache.
+
+    A private hook of the SDK: should it go, a call lists once more first (correct, one request
+    slower), which the tests' request counts would show.
+    """
+    from mcp_types import ListToolsResult
+
+    absorb = getattr(client.session, "_absorb_tool_listing", None)
+    if absorb is not None:
+        absorb(ListToolsResult(tools=list(tools)), complete=True)
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line for a failed exchange: the innermost cause, without a traceback."""
+    from mcp import MCPError
+
+    leaf = _leaf(exc)
+    if isinstance(leaf, MCPError):
+        return f"the server answered with error {leaf.error.code}: {leaf.error.message}"
+    text = str(leaf).strip()
+    kind = type(leaf).__name__
+    return f"{kind}: {text}" if text else kind
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    # anyio task groups wrap a transport's failure in (nested) exception groups.
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def result_text(result: CallToolResult) -> str:
+    """The model-visible text of a call's result: its text blocks, the others described.
+
+    A result with no content but structured content gives that content as JSON.
+    """
+    import json
+
+    from mcp_types import (
+        AudioContent,
+        EmbeddedResource,
+        ImageContent,
+        ResourceLink,
+        TextContent,
+        TextResourceContents,
+    )
+
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, TextContent):
+            parts.append(block.text)
+        elif isinstance(block, ImageContent | AudioContent):
+            kind = "image" if isinstance(block, ImageContent) else "audio"
+            parts.append(f"[{kind} content ({block.mime_type}), not shown]")
+        elif isinstance(block, EmbeddedResource):
+            resource = block.resource
+            if isinstance(resource, TextResourceContents):
+                parts.append(resource.text)
+            else:
+                parts.append(f"[binary resource {resource.uri}, not shown]")
+        elif isinstance(block, ResourceLink):
+            parts.append(f"[resource link: {block.uri}]")
+        else:
+            parts.append(f"[{type(block).__name__} content, not shown]")
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    return "\n".join(parts)
