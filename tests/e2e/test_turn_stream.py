@@ -4,6 +4,7 @@ resume by cursor and by `Last-Event-ID`, and the route's auth and 404 rules."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -149,3 +150,26 @@ def test_the_stream_answers_like_every_route_for_strangers_missing_turns_and_bad
     assert bad_id.status_code == 422
     assert bad_id.json()["error"]["field"] == "Last-Event-ID"
     assert anonymous.status_code == 401
+
+
+def test_the_remote_chat_follows_a_turn_on_its_stream_without_polling_the_events_page(
+    slow_server: str,
+) -> None:
+    from turnkeep.cli.printer import StreamPrinter
+    from turnkeep.cli.remote import RemoteChat, open_client
+
+    paths: list[str] = []
+    out = io.StringIO()
+    client = open_client(slow_server, token=None, user="alice")
+    client.event_hooks["request"] = [lambda request: paths.append(request.url.path)]
+    with client:
+        chat = RemoteChat(client, StreamPrinter(out))
+        chat.open_session(None)
+        status = chat.turn("stream this reply to me")
+
+    assert status == "completed"
+    assert "You said: stream this reply to me" in out.getvalue()
+    assert out.getvalue().count("stream this reply") == 1
+    assert [p for p in paths if p.endswith("/events")] == []
+    assert len([p for p in paths if p.endswith("/stream")]) == 1
+    assert chat.streams is True

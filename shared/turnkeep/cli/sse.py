@@ -19,7 +19,9 @@ class SseEvent:
 
 def read_sse(lines: Iterable[str]) -> Iterator[SseEvent]:
     """The events of a stream given as lines (comments such as `: ping` are skipped)."""
-    kind, event_id, data = "message", None, []
+    kind: str = "message"
+    event_id: int | None = None
+    data: list[str] = []
     for raw in lines:
         line = raw.rstrip("\r\n")
         if line == "":
