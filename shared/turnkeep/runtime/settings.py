@@ -60,6 +60,12 @@ class TurnkeepSettings(BaseModel):
     live_interval_ms: int = Field(
         default=100, ge=0, le=1000, description="live deltas to watchers: one per interval"
     )
+    ws_endpoint: str = Field(
+        default="",
+        description="the WebSocket API's management endpoint (https://<api>.execute-api."
+        "<region>.amazonaws.com/<stage>): the steps push each turn's events to its subscribers "
+        "(recorded in the table of TURNKEEP_ENVELOPE_URL); empty: no pushes",
+    )
     approval_timeout_seconds: float = Field(
         default=86400.0, gt=0, description="an approval nobody decides is denied after this"
     )
