@@ -81,10 +81,6 @@ def build_runtime(
         provider=provider if provider is not None else provider_resolver(settings.model),
         limits=limits_from_settings(settings),
     )
-    if settings.ws_endpoint:
-        from turnkeep.live.push import websocket_pusher
-
-        deps.live = websocket_pusher(settings.ws_endpoint, settings.envelope_url_or_local())
     return Runtime(settings, deps, envelopes, storage_url, held)
 
 
