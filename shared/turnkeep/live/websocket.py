@@ -21,8 +21,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import StepInputError
 from turnkeep.harness.state import (
+    frames_scope,
     load_record,
+    load_state,
     op_address,
+    response_id,
     result_address,
     user_entry_id,
     validate_op_id,
@@ -150,8 +153,12 @@ class WebSocketRoutes:
         first = True
         storage = deps.open_storage(sid)
         try:
-            # The turn's record, state and first entry in one read (docs/aws-storage.md).
+            # The turn's record, state and first entry in one read, then the streaming round's
+            # frames scope with the head that may prove it unwritten (docs/aws-storage.md).
             storage.prefetch(_turn_values(op), entries=[user_entry_id(op)])
+            state = load_state(storage, op) if _turn_values(op) else None
+            if state is not None:
+                storage.prefetch(scopes=[frames_scope(response_id(op, state.round))], head=True)
             while True:
                 try:
                     page = turn_events(storage, envelope, op, cursor, PAGE)
