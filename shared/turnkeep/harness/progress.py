@@ -137,9 +137,7 @@ class FrameWriter:
         if end is not None:
             element["end"] = end
         try:
-            if self.prelude:
-                fenced_commit(self.storage, self.op_id, self.prelude)
-                self.prelude = []
+            self._commit_prelude()
             fenced_commit(
                 self.storage,
                 self.op_id,
@@ -155,6 +153,20 @@ class FrameWriter:
         self._chars_written += self._buffered_chars
         self._buffered_chars = 0
         self._last_flush = self.clock()
+
+    def commit_prelude(self) -> None:
+        """Commit the prelude now (before live text leaves: events follow cause for watchers
+        too, so a tool's result is stored before any piece of the reply that reads it)."""
+        try:
+            self._commit_prelude()
+        except FencedWriteError:
+            self._closed = True
+            raise
+
+    def _commit_prelude(self) -> None:
+        if self.prelude:
+            fenced_commit(self.storage, self.op_id, self.prelude)
+            self.prelude = []
 
     @property
     def wrote_frames(self) -> bool:

@@ -370,6 +370,8 @@ def _stream(
             return event.response
         writer.add(event)
         if live is not None and isinstance(event, TextDelta):
+            if writer.prelude:
+                writer.commit_prelude()  # the tool results reach watchers before the reply
             live.add(event.text)
         if on_event is not None:
             on_event(event)
