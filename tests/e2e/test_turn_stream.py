@@ -175,3 +175,38 @@ def test_the_remote_chat_follows_a_turn_on_its_stream_without_polling_the_events
     assert [p for p in paths if p.endswith("/events")] == []
     assert len([p for p in paths if p.endswith("/stream")]) == 1
     assert chat.streams is True
+
+
+def test_a_turn_waiting_for_an_approval_keeps_its_stream_open_and_says_so_then_ends(
+    slow_server: str,
+) -> None:
+    with _client(slow_server) as client:
+        sid = client.post("/sessions", json={}).json()["session_id"]
+        assert client.put(f"/sessions/{sid}/meta", json={"toolApproval": "echo"}).is_success
+        turn = client.post(
+            f"/sessions/{sid}/turns", json={"text": 'call echo {"text": "ship it"}'}
+        ).json()["turn_id"]
+        events: list[SseEvent] = []
+        with client.stream("GET", f"/sessions/{sid}/turns/{turn}/stream") as answer:
+            lines = answer.iter_lines()
+            for event in read_sse(lines):
+                events.append(event)
+                if event.kind == "status" and event.data["status"] == "awaiting_approval":
+                    [pending] = client.get("/approvals").json()["approvals"]
+                    decided = client.post(
+                        f"/sessions/{sid}/turns/{turn}/approvals/{pending['call_id']}",
+                        json={"decision": "approve"},
+                    )
+                    assert decided.status_code == 202
+            # The server closed the stream after `end`.
+
+    statuses = [e.data["status"] for e in events if e.kind == "status"]
+    # Waiting already, or soon: said either way, and the stream stayed open through it.
+    assert "awaiting_approval" in statuses
+    assert statuses[-1] == "completed"
+    kinds = [e.kind for e in events]
+    assert "approval_requested" in kinds
+    assert "approval_decided" in kinds
+    assert kinds[-1] == "end"
+    reply = _bubbles(events)[f"{turn}:r1"]
+    assert reply == "Tool echo returned: ship it"
