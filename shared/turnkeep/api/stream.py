@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from turnkeep.api.turns import _turn_values
 from turnkeep.api.views import TurnNotFound, turn_events, turn_view
 from turnkeep.harness.live import Committed, LiveDelta
 from turnkeep.harness.state import user_entry_id
+
+logger = logging.getLogger("turnkeep.api")
 
 router = APIRouter(prefix="/sessions/{session_id}/turns", tags=["turns"])
 
@@ -187,6 +190,15 @@ async def _events(turn: _Turn, hub: LiveHub, watch: Watch, page: EventsPage) -> 
                         yield sse("delta", _delta(item))
                         last_sent = time.monotonic()
             page = await run_in_threadpool(turn.page, page.next_cursor)
+    except ApiError as exc:
+        # The session went away (deleted) while streaming: say so and end.
+        yield sse("error", {"code": exc.code, "message": exc.message})
+    except Exception:
+        logger.exception("the stream of turn %s failed", turn.turn_id)
+        yield sse(
+            "error",
+            {"code": "unavailable", "message": "the stream failed; resume with the last id"},
+        )
     finally:
         hub.unwatch(watch)
 
