@@ -6,14 +6,19 @@ the turn's first delta here and again after every commit), so a delta costs one
 `PostToConnection` per subscriber and no DynamoDB request. After each commit the subscribers
 are read again and get the commit's events with `seq` above the cursor they subscribed with;
 one that is new to this process first gets the streaming response's whole text so far (a
-delta from offset 0). A `GoneException` drops the subscription; any other failure is logged:
-a push never fails a step.
+delta from offset 0). Posts leave from one background thread, in order (the model's stream
+never waits on API Gateway), and a step waits for them when its storage handle closes. A
+`GoneException` drops the subscription; any other failure is logged: a push never fails a
+step.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
+import queue
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -109,14 +114,65 @@ class PushStats:
     failures: int = 0
 
 
+DRAIN_SECONDS: Final = 10.0
+"""How long a step's end waits for its queued posts (then they are given up, logged)."""
+
+_Job = tuple[str, str, str, bytes]
+
+
+class _Sender:
+    """Posts on one background thread, in the order submitted, so the model's stream never
+    waits on API Gateway; `drain` waits for what is queued (a step's end: a Lambda container
+    is frozen after the invocation returns)."""
+
+    def __init__(self, post: Callable[[str, str, str, bytes], None]) -> None:
+        self._post = post
+        self._queue: queue.Queue[tuple[contextvars.Context, _Job]] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, job: _Job) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="turnkeep-push", daemon=True)
+                self._thread.start()
+        # Posted in the submitting step's context (its context variables: tracing, logging).
+        self._queue.put((contextvars.copy_context(), job))
+
+    def drain(self, timeout: float = DRAIN_SECONDS) -> bool:
+        """Wait until every queued post left; False when `timeout` passed first."""
+        done = self._queue.all_tasks_done
+        with done:
+            return done.wait_for(lambda: self._queue.unfinished_tasks == 0, timeout)
+
+    def _run(self) -> None:
+        while True:
+            context, job = self._queue.get()
+            try:
+                context.run(self._post, *job)
+            except Exception:
+                logger.exception("a push failed unexpectedly")
+            finally:
+                self._queue.task_done()
+
+
 class WebSocketPusher:
-    """A `LiveSink` posting to API Gateway WebSocket connections (`post(connection, data)`)."""
+    """A `LiveSink` posting to API Gateway WebSocket connections through `management` (its
+    `post_to_connection`), from a background thread (`drain` at each step's end)."""
 
     def __init__(self, connections: Connections, management: Any) -> None:
         self._connections = connections
         self._management = management
         self._turns: dict[tuple[str, str], _Watched] = {}
+        self._gone: set[str] = set()
+        self._gone_lock = threading.Lock()
+        self._sender = _Sender(self._post_now)
         self.stats = PushStats()
+
+    def drain(self) -> None:
+        """Wait for the queued posts (called when a step's storage handle closes)."""
+        if not self._sender.drain():
+            logger.warning("pushes still queued after %s s; the step ends anyway", DRAIN_SECONDS)
 
     def delta(
         self, session_id: str, op_id: str, delta: LiveDelta, so_far: Callable[[], str]
@@ -125,6 +181,7 @@ class WebSocketPusher:
         watched = self._watched(session_id, op_id)
         if not watched.loaded:
             self._refresh(session_id, op_id, watched)
+        self._forget_gone(watched)
         watched.streaming = {delta.response_id: so_far}
         body = message("delta", delta_data(delta))
         for connection in list(watched.subscribers):
@@ -138,6 +195,7 @@ class WebSocketPusher:
         session_id, op_id = event.session_id, event.op_id
         watched = self._watched(session_id, op_id)
         self._refresh(session_id, op_id, watched)
+        self._forget_gone(watched)
         if not watched.subscribers:
             if event.record is not None:
                 self._turns.pop((session_id, op_id), None)
@@ -190,7 +248,19 @@ class WebSocketPusher:
     def _connections_joined(self, session_id: str, op_id: str) -> set[tuple[str, str]]:
         return self._watched(session_id, op_id).joined
 
+    def _forget_gone(self, watched: _Watched) -> None:
+        with self._gone_lock:
+            gone = set(self._gone)
+        for connection in gone:
+            watched.subscribers.pop(connection, None)
+
     def _post(self, session_id: str, op_id: str, connection: str, body: bytes) -> None:
+        self._sender.submit((session_id, op_id, connection, body))
+
+    def _post_now(self, session_id: str, op_id: str, connection: str, body: bytes) -> None:
+        with self._gone_lock:
+            if connection in self._gone:
+                return
         try:
             self._management.post_to_connection(ConnectionId=connection, Data=body)
             self.stats.posts += 1
@@ -198,7 +268,8 @@ class WebSocketPusher:
             code = getattr(exc, "response", {}).get("Error", {}).get("Code")
             if code == "GoneException":
                 self.stats.gone += 1
-                self._watched(session_id, op_id).subscribers.pop(connection, None)
+                with self._gone_lock:
+                    self._gone.add(connection)
                 try:
                     self._connections.unsubscribe(session_id, op_id, connection)
                 except Exception:
