@@ -19,6 +19,7 @@ import json
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -117,7 +118,8 @@ class PushStats:
 DRAIN_SECONDS: Final = 10.0
 """How long a step's end waits for its queued posts (then they are given up, logged)."""
 
-_Job = tuple[str, str, str, bytes]
+_Job = tuple[str, str, str, bytes, bool]
+"""(session, turn, connection, message, is it a delta)."""
 
 
 class _Sender:
@@ -125,7 +127,7 @@ class _Sender:
     waits on API Gateway; `drain` waits for what is queued (a step's end: a Lambda container
     is frozen after the invocation returns)."""
 
-    def __init__(self, post: Callable[[str, str, str, bytes], None]) -> None:
+    def __init__(self, post: Callable[[str, str, str, bytes, bool], None]) -> None:
         self._post = post
         self._queue: queue.Queue[tuple[contextvars.Context, _Job]] = queue.Queue()
         self._thread: threading.Thread | None = None
@@ -160,9 +162,13 @@ class WebSocketPusher:
     """A `LiveSink` posting to API Gateway WebSocket connections through `management` (its
     `post_to_connection`), from a background thread (`drain` at each step's end)."""
 
-    def __init__(self, connections: Connections, management: Any) -> None:
+    def __init__(
+        self, connections: Connections, management: Any, *, delta_gap_s: float = 0.1
+    ) -> None:
         self._connections = connections
         self._management = management
+        self._delta_gap_s = delta_gap_s
+        self._last_delta: dict[str, float] = {}  # connection -> when its last delta left
         self._turns: dict[tuple[str, str], _Watched] = {}
         self._gone: set[str] = set()
         self._gone_lock = threading.Lock()
@@ -186,7 +192,7 @@ class WebSocketPusher:
         body = message("delta", delta_data(delta))
         for connection in list(watched.subscribers):
             if (connection, delta.response_id) in watched.joined:
-                self._post(session_id, op_id, connection, body)
+                self._post(session_id, op_id, connection, body, delta=True)
             else:
                 self._catch_up_text(session_id, op_id, connection, delta.response_id, so_far)
 
@@ -243,7 +249,8 @@ class WebSocketPusher:
     ) -> None:
         self._connections_joined(session_id, op_id).add((connection, response_id))
         for piece in whole_text(response_id, so_far()):
-            self._post(session_id, op_id, connection, message("delta", delta_data(piece)))
+            body = message("delta", delta_data(piece))
+            self._post(session_id, op_id, connection, body, delta=True)
 
     def _connections_joined(self, session_id: str, op_id: str) -> set[tuple[str, str]]:
         return self._watched(session_id, op_id).joined
@@ -254,13 +261,24 @@ class WebSocketPusher:
         for connection in gone:
             watched.subscribers.pop(connection, None)
 
-    def _post(self, session_id: str, op_id: str, connection: str, body: bytes) -> None:
-        self._sender.submit((session_id, op_id, connection, body))
+    def _post(
+        self, session_id: str, op_id: str, connection: str, body: bytes, *, delta: bool = False
+    ) -> None:
+        self._sender.submit((session_id, op_id, connection, body, delta))
 
-    def _post_now(self, session_id: str, op_id: str, connection: str, body: bytes) -> None:
+    def _post_now(
+        self, session_id: str, op_id: str, connection: str, body: bytes, delta: bool
+    ) -> None:
         with self._gone_lock:
             if connection in self._gone:
                 return
+        if delta:
+            # The step hands pieces over at most once per interval; a backlog behind a slow
+            # post must not bunch them: a connection gets at most one delta per interval.
+            wait = self._last_delta.get(connection, 0.0) + self._delta_gap_s - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            self._last_delta[connection] = time.monotonic()
         try:
             self._management.post_to_connection(ConnectionId=connection, Data=body)
             self.stats.posts += 1
@@ -306,8 +324,11 @@ def table_of(envelope_url: str) -> str:
     return tables[0]
 
 
-def websocket_pusher(endpoint: str, envelope_url: str) -> WebSocketPusher:
+def websocket_pusher(
+    endpoint: str, envelope_url: str, *, delta_gap_s: float = 0.1
+) -> WebSocketPusher:
     """The pusher of a Lambda container: subscriptions in the envelope table, posts through
     the WebSocket API's management endpoint (clients built on first use)."""
     connections = Connections(LazyClient("dynamodb"), table_of(envelope_url))
-    return WebSocketPusher(connections, LazyClient("apigatewaymanagementapi", endpoint))
+    management = LazyClient("apigatewaymanagementapi", endpoint)
+    return WebSocketPusher(connections, management, delta_gap_s=delta_gap_s)
