@@ -118,6 +118,9 @@ class PushStats:
 DRAIN_SECONDS: Final = 10.0
 """How long a step's end waits for its queued posts (then they are given up, logged)."""
 
+GAP_MARGIN_S: Final = 0.005
+"""Added to the delta spacing: a post's own start jitters by a few milliseconds."""
+
 _Job = tuple[str, str, str, bytes, bool]
 """(session, turn, connection, message, is it a delta)."""
 
@@ -275,7 +278,8 @@ class WebSocketPusher:
         if delta:
             # The step hands pieces over at most once per interval; a backlog behind a slow
             # post must not bunch them: a connection gets at most one delta per interval.
-            wait = self._last_delta.get(connection, 0.0) + self._delta_gap_s - time.monotonic()
+            gap = self._delta_gap_s + GAP_MARGIN_S
+            wait = self._last_delta.get(connection, 0.0) + gap - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
             self._last_delta[connection] = time.monotonic()
