@@ -23,6 +23,7 @@ from typing import Any, TextIO
 
 from turnkeep.api.app import create_app
 from turnkeep.api.auth import LocalDevAuthenticator
+from turnkeep.api.hub import LiveHub
 from turnkeep.api.launch import LaunchError, LocalLauncher
 from turnkeep.api.settings import ApiSettings
 from turnkeep.harness.deps import ToolFactory
@@ -211,6 +212,8 @@ def serve(
         workers=api_settings.tool_workers, timeout_seconds=api_settings.tool_timeout_seconds
     )
     runtime.deps.tool_runner = tool_runner
+    # The turns run in this process: their live text and commits reach the event streams.
+    runtime.deps.live = LiveHub()
     if extra_tools is not None:
         base, more = runtime.deps.agent.tools, extra_tools
         runtime.deps.tools = lambda sid, uid: [*base, *more(sid, uid)]

@@ -86,9 +86,10 @@ class FrameWriter:
     Deltas are buffered; a flush happens when `interval_s` passed since the last flush or the
     buffer holds `max_bytes` of text. `finish` writes the last element tagged `end` together
     with the stop reason and usage, so recovery can rebuild a whole response from frames —
-    but only after an earlier frame: a reply that streamed within the first interval was seen
-    by nobody, and its round settlement records it directly (a crash before that settlement
-    asks the model again; docs/harness.md, "Frames").
+    but only after an earlier frame: a reply that streamed within the first interval reached
+    watchers only as live deltas (`turnkeep.harness.live`), and its round settlement records it
+    directly (a crash before that settlement asks the model again; docs/harness.md, "Frames").
+    Each element records `o`, the characters of the response's text before its own.
 
     `prelude`: session writes that must get lower sequences than any frame (the previous
     round's tool results: events follow cause). They commit, fenced, right before the first
@@ -105,6 +106,9 @@ class FrameWriter:
     prelude: list[Write] = field(default_factory=list)
     _buffer: list[dict[str, JsonValue]] = field(default_factory=list)
     _buffered_bytes: int = 0
+    _chars_written: int = 0
+    """Characters of response text in committed elements (the next element's offset `o`)."""
+    _buffered_chars: int = 0
     _last_flush: float | None = None
     _closed: bool = False
 
@@ -116,6 +120,8 @@ class FrameWriter:
             self._last_flush = self.clock()
         size = _append_delta(self._buffer, event)
         self._buffered_bytes += size
+        if isinstance(event, TextDelta):
+            self._buffered_chars += len(event.text)
         self.stats.deltas += 1
         if (
             self._buffered_bytes >= self.max_bytes
@@ -129,13 +135,12 @@ class FrameWriter:
             raise FencedWriteError(f"frame writer of {self.response_id!r} is closed")
         if not self._buffer and tag is None:
             return
-        element: dict[str, JsonValue] = {"d": list(self._buffer)}
+        # `o`: characters of the response's text before this element's (the events' offset).
+        element: dict[str, JsonValue] = {"d": list(self._buffer), "o": self._chars_written}
         if end is not None:
             element["end"] = end
         try:
-            if self.prelude:
-                fenced_commit(self.storage, self.op_id, self.prelude)
-                self.prelude = []
+            self._commit_prelude()
             fenced_commit(
                 self.storage,
                 self.op_id,
@@ -148,7 +153,28 @@ class FrameWriter:
         self.stats.bytes += self._buffered_bytes
         self._buffer.clear()
         self._buffered_bytes = 0
+        self._chars_written += self._buffered_chars
+        self._buffered_chars = 0
         self._last_flush = self.clock()
+
+    def commit_prelude(self) -> None:
+        """Commit the prelude now (before live text leaves: events follow cause for watchers
+        too, so a tool's result is stored before any piece of the reply that reads it)."""
+        try:
+            self._commit_prelude()
+        except FencedWriteError:
+            self._closed = True
+            raise
+
+    def _commit_prelude(self) -> None:
+        if self.prelude:
+            fenced_commit(self.storage, self.op_id, self.prelude)
+            self.prelude = []
+
+    @property
+    def wrote_frames(self) -> bool:
+        """True once a frame committed: the round's scope then needs retiring at settlement."""
+        return self.stats.commits > 0
 
     def uncommitted_prelude(self) -> list[Write]:
         """The prelude writes no frame has committed yet (the settlement commits them)."""
@@ -258,6 +284,7 @@ class _Element(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     d: list[_Delta] = Field(default_factory=list)
+    o: int = 0
     end: _End | None = None
 
 

@@ -21,6 +21,7 @@ def limits_from_settings(settings: TurnkeepSettings) -> HarnessLimits:
         wall_clock_seconds=settings.wall_clock_seconds,
         frame_interval_ms=settings.frame_interval_ms,
         frame_max_bytes=settings.frame_max_bytes,
+        live_interval_ms=settings.live_interval_ms,
         approval_timeout_seconds=settings.approval_timeout_seconds,
         workflow_type=settings.workflow_type,
         tool_lease_seconds=settings.tool_lease_seconds,
