@@ -23,8 +23,12 @@ def create_app(
     authenticator: Authenticator,
     *,
     settings: ApiSettings | None = None,
+    console: bool = False,
 ) -> FastAPI:
-    """The API over `runtime` (harness deps + envelope store); turns are run by `launcher`."""
+    """The API over `runtime` (harness deps + envelope store); turns are run by `launcher`.
+
+    `console`: also serve the web console at `/` (`turnkeep serve` does; the Lambda does not).
+    """
     api_settings = settings or ApiSettings()
     app = FastAPI(
         title="turnkeep",
@@ -42,4 +46,8 @@ def create_app(
     app.include_router(sessions.router)
     app.include_router(turns.router)
     app.include_router(approvals.router)
+    if console:
+        from turnkeep.console import console_router
+
+        app.include_router(console_router())
     return app

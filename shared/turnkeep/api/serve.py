@@ -189,7 +189,9 @@ def serve(
         runtime.deps, workers=api_settings.local_workers, max_pending=api_settings.local_max_pending
     )
     try:
-        app = create_app(runtime, launcher, LocalDevAuthenticator(), settings=api_settings)
+        app = create_app(
+            runtime, launcher, LocalDevAuthenticator(), settings=api_settings, console=True
+        )
         port = sock.getsockname()[1]
         resumed = resume_unfinished(runtime, launcher)
         if resumed:
@@ -200,6 +202,7 @@ def serve(
             f"storage {runtime.storage_url}; model {settings.model}; "
             "auth: 'Authorization: Bearer dev-<user>'\n"
         )
+        out.write(f"console: http://{shown_host}:{port}/\n")
         out.flush()
         server = uvicorn.Server(uvicorn.Config(app, log_level=options.log_level, lifespan="off"))
         server.run(sockets=[sock])
