@@ -140,7 +140,8 @@ def test_a_person_runs_a_session_in_the_console_from_first_message_to_delete(
         page.fill("#new-title", "Cat facts")
         page.keyboard.press("Enter")
         page.wait_for_selector("#session-title:has-text('Cat facts')")
-        assert page.evaluate("() => document.activeElement.id") == "message"
+        # The new session opens with the message box focused.
+        page.wait_for_function("() => document.activeElement.id === 'message'")
 
         # Shift+Enter is a new line, not a send.
         page.keyboard.type("first line")
@@ -217,7 +218,7 @@ def test_a_person_runs_a_session_in_the_console_from_first_message_to_delete(
         page.fill("#meta-tool-approval", "")
         page.click("#meta-form button[type=submit]")
         page.wait_for_selector("#meta-status:has-text('Saved.')")
-        turn = send(page, "tell me " + " ".join(f"word{i}" for i in range(80)))
+        turn = send(page, "tell me " + " ".join(f"word{i}" for i in range(30)))
         page.wait_for_selector(
             "#transcript .msg.assistant.provisional .bubble-text:has-text('word')",
             timeout=TURN_MS,
@@ -256,7 +257,7 @@ def test_a_person_runs_a_session_in_the_console_from_first_message_to_delete(
 
         # A phone-width screen: one column, nothing wider than the screen.
         page.set_viewport_size({"width": 360, "height": 800})
-        page.evaluate("() => window.scrollTo(0, 0)")
+        page.evaluate("() => document.getElementById('session').scrollIntoView()")
         shots.take("phone")
         assert page.evaluate("() => document.documentElement.scrollWidth") <= 360
         critical = axe_critical(page)

@@ -15,10 +15,11 @@ const PENDING_REFRESH_MS = 4000;
 
 const notice = byId("notice");
 let noticeTimer = null;
+byId("dismiss-notice").addEventListener("click", () => (notice.hidden = true));
 
-/** Show one message to the person: errors stay until replaced, other notes fade. */
+/** Show one message to the person: errors stay until dismissed or replaced, notes fade. */
 function notify(text, kind = "info") {
-  notice.textContent = text;
+  byId("notice-text").textContent = text;
   notice.dataset.kind = kind;
   notice.hidden = false;
   clearTimeout(noticeTimer);
@@ -34,9 +35,10 @@ function onConnection(state) {
 
 const app = { api: null, sessions: null, panel: null, pending: null, notes: null, meta: null };
 
+/** Open a session in the main panel; resolves once it is shown (errors are notified). */
 function openSession(sessionId) {
-  if (!app.panel) return;
-  app.panel
+  if (!app.panel) return Promise.resolve();
+  return app.panel
     .open(sessionId)
     .then((view) => {
       app.sessions.select(sessionId);
@@ -130,7 +132,7 @@ function setUp() {
     const view = await app.sessions.create(title);
     if (view) {
       byId("new-title").value = "";
-      openSession(view.session_id);
+      await openSession(view.session_id);
       byId("message").focus();
     }
   });
