@@ -258,8 +258,8 @@ def test_events_never_return_frames_of_an_already_settled_round(paused_api: ApiH
     out = model_step(api.runtime.deps, ModelStepInput(session_id=sid, op_id=turn, round=0))
     assert out.next == "tools"
     storage = open_storage(api.runtime.storage_url, sid)
-    try:  # the round's frames are still in the operation scope (residue until retirement)
-        assert storage.read_list(frames_address(turn, response_id(turn, 0)))
+    try:  # the round's frames were retired with its settlement: its entry supersedes them
+        assert storage.read_list(frames_address(turn, response_id(turn, 0))) == []
     finally:
         storage.close()
     page = _events(api, sid, turn)

@@ -97,7 +97,7 @@ def test_frames_flush_when_the_interval_passed() -> None:
     writer.add(TextDelta("c"))
 
     elements = storage.read_list(frames_address("op", "op:r0"))
-    assert [e.value for e in elements] == [{"d": [{"k": "t", "x": "abc"}]}]
+    assert [e.value for e in elements] == [{"d": [{"k": "t", "x": "abc"}], "o": 0}]
 
 
 def test_a_complete_response_is_rebuilt_from_its_frames() -> None:
@@ -207,3 +207,15 @@ def test_frames_written_by_the_frame_writer_read_back_as_the_whole_response() ->
     assert replay is not None
     assert replay.response == ModelResponse(message, "tool_use", Usage(3, 4), "m1")
     assert replay.wrap_up
+
+
+def test_each_frame_records_the_characters_of_text_before_it_as_its_offset() -> None:
+    storage = _running()
+    writer = FrameWriter(storage, "op", "op:r0", Clock(), interval_s=0, max_bytes=1 << 20)
+
+    writer.add(TextDelta("héllo "))
+    writer.add(ToolCallStart(0, "c1", "echo"))
+    writer.add(TextDelta("wörld"))
+
+    elements = storage.read_list(frames_address("op", "op:r0"))
+    assert [e.value["o"] for e in elements if isinstance(e.value, dict)] == [0, 6, 6]

@@ -50,6 +50,8 @@ _ERROR_DESCRIPTIONS = {
     413: "request body too large",
     422: "invalid input: the message names the field",
     429: "turn-start rate limit (see `Retry-After`)",
+    501: "this deployment cannot stream over HTTP (subscribe on the WebSocket API, or poll "
+    "the events page)",
     503: "a store is unavailable, or the turn could not be launched (retry)",
 }
 
@@ -177,6 +179,10 @@ class Event(BaseModel):
     # frame fields
     deltas: list[Delta] | None = None
     text: str | None = Field(default=None, description="frame: the text deltas joined")
+    offset: int | None = Field(
+        default=None,
+        description="frame: characters (code points) of the response's text before `text`",
+    )
     final: bool | None = Field(default=None, description="frame: the round's last frame")
     # entry fields
     entry_id: str | None = None

@@ -25,6 +25,7 @@ from turnkeep.api.launch import LaunchError, LocalLauncher
 from turnkeep.api.settings import ApiSettings
 from turnkeep.harness.deps import ToolFactory
 from turnkeep.harness.local_owner import inspect_turn, settle_ended
+from turnkeep.live.hub import LiveHub
 from turnkeep.runtime.build import Runtime, open_local_runtime
 from turnkeep.runtime.config_errors import ConfigError, check_model_spec, config_line, load_settings
 from turnkeep.runtime.settings import local_settings
@@ -182,6 +183,8 @@ def serve(
         workers=api_settings.tool_workers, timeout_seconds=api_settings.tool_timeout_seconds
     )
     runtime.deps.tool_runner = tool_runner
+    # The turns run in this process: their live text and commits reach the event streams.
+    runtime.deps.live = LiveHub()
     if extra_tools is not None:
         base, more = runtime.deps.tools, extra_tools
         runtime.deps.tools = lambda sid, uid: [*base(sid, uid), *more(sid, uid)]

@@ -58,3 +58,13 @@ class ApiSettings(BaseSettings):
         ge=1,
         description="turns the local orchestrator accepts at once (running+queued)",
     )
+    stream_heartbeat_seconds: float = Field(
+        default=15.0, gt=0, le=300, description="event stream: a `: ping` line this often"
+    )
+    stream_poll_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        le=60,
+        description="event stream: storage is read this often without a commit notice (a "
+        "turn another process drives: `turnkeep chat` on the same file)",
+    )

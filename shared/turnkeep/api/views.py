@@ -6,9 +6,9 @@ How frames relate to settled entries (the events contract, docs/api.md):
 - `frame` events come only from the round that is streaming now (the operation's current round)
   and are provisional; the round's settlement commits the assistant entry `{op}:r{n}` (same
   `response_id`) after all of its frames, so it has a higher seq and supersedes them;
-- frames of a round that is already settled when the page is read are never returned (they stay
-  in the operation scope as residue until the terminal commit retires it): a client that polls
-  late gets the entry only, so the text of a settled round never arrives twice as frames;
+- frames of a round that is already settled when the page is read are never returned (the
+  settlement retires their scope; one that settles between two reads of a page is checked): a
+  client that polls late gets the entry only, so a settled round's text never arrives twice;
 - events follow cause: seq order is the order things happened, and a tool's result entry is
   committed before the next round streams (the model step settles it first), so it precedes
   every frame and entry of the reply that reads it on every orchestrator;
@@ -246,6 +246,7 @@ def frame_event(element: ListElement, rid: str, round_: int) -> Event:
             deltas.append(
                 Delta(type="tool_args", index=_int(delta.get("i")), text=str(delta.get("x", "")))
             )
+    offset = value.get("o")
     return Event(
         seq=element.seq,
         kind="frame",
@@ -253,6 +254,8 @@ def frame_event(element: ListElement, rid: str, round_: int) -> Event:
         round=round_,
         deltas=deltas,
         text="".join(text),
+        # Every frame records it (FrameWriter); 0 only for an element written without one.
+        offset=offset if isinstance(offset, int) and not isinstance(offset, bool) else 0,
         final=element.tag == END_TAG,
     )
 

@@ -1,10 +1,13 @@
 """`turnkeep chat --url`: the terminal chat as a client of the HTTP API (contract: docs/api.md).
 
-A turn is `POST /sessions/{id}/turns`, then `GET .../turns/{turn}/events?cursor=` with each
-page's `next_cursor` until `finished`, with a bounded backoff while pages come back empty.
-`TurnEventRenderer` turns those events into printer calls so every piece of text is shown once:
-frames (provisional, of the running round) print their new text as it arrives, and the round's
-settled entry prints only what the frames had not shown yet.
+A turn is `POST /sessions/{id}/turns`, then its event stream `GET .../turns/{turn}/stream`
+(Server-Sent Events: live deltas, frames, entries, the end). Where the server has no stream
+(the deployed HTTP API answers 501; an older server 404/405) or the stream breaks, the chat
+polls `GET .../turns/{turn}/events?cursor=` with each page's `next_cursor` until `finished`,
+with a bounded backoff while pages come back empty. `TurnEventRenderer` turns those events
+into printer calls so every piece of text is shown once: deltas and frames (provisional, of the
+running round) print their new text as it arrives, and the round's settled entry prints only
+what they had not shown yet.
 
 httpx is imported lazily: `turnkeep demo` and the in-process chat do not need it.
 """
@@ -128,15 +131,32 @@ class TurnEventRenderer:
         """End the reply being shown (the turn ended)."""
         self.output.end_text()
 
+    def on_delta(self, data: Mapping[str, Any]) -> None:
+        """Handle one live delta of the stream (`response_id`, `offset`, `text`)."""
+        self._piece(data)
+
     def _frame(self, event: Mapping[str, Any]) -> None:
+        self.frames_seen += 1
+        self._piece(event)
+
+    def _piece(self, event: Mapping[str, Any]) -> None:
+        """Streamed text by the one rule `shown[:offset] + text`: only what extends the text
+        already shown is printed (a terminal cannot take text back)."""
         rid = str(event.get("response_id") or "")
         if rid in self._settled:
             return  # the entry already showed this round
-        self.frames_seen += 1
         piece = event.get("text")
-        if isinstance(piece, str) and piece:
-            self._shown[rid] = self._shown.get(rid, "") + piece
-            self.output.text(piece)
+        if not isinstance(piece, str) or not piece:
+            return
+        shown = self._shown.get(rid, "")
+        offset = event.get("offset")
+        if isinstance(offset, int) and not isinstance(offset, bool) and offset >= 0:
+            whole = shown[:offset] + piece
+        else:
+            whole = shown + piece
+        if len(whole) > len(shown) and whole.startswith(shown):
+            self._shown[rid] = whole
+            self.output.text(whole[len(shown) :])
 
     def _entry(self, event: Mapping[str, Any]) -> None:
         role = event.get("role")
@@ -212,6 +232,8 @@ class RemoteChat:
         """The turn being followed now (what Ctrl-C cancels)."""
         self.ask: Ask | None = None
         """Asks the person about a call that waits for approval (None: only say it waits)."""
+        self.streams: bool | None = None
+        """Whether the server streams turns (None: not known yet; False: poll)."""
 
     def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         """The JSON object of a 2xx answer (`{}` when empty); RemoteApiError otherwise."""
@@ -320,11 +342,72 @@ class RemoteChat:
         return status
 
     def _follow(self, turn_id: str) -> str | None:
-        events_path = f"{self._turn_path(turn_id)}/events"
         renderer = TurnEventRenderer(self.output)
-        cursor = 0
-        delay = POLL_MIN_S
         deadline = self.clock() + self.turn_wall_s
+        if self.streams is not False:
+            streamed = self._stream(turn_id, renderer, deadline)
+            if not isinstance(streamed, _NoStream):
+                return streamed
+        return self._poll(turn_id, renderer, deadline)
+
+    def _stream(
+        self, turn_id: str, renderer: TurnEventRenderer, deadline: float
+    ) -> str | _NoStream | None:
+        """Follow the turn on its event stream; `_NoStream` when the caller must poll."""
+        import httpx
+
+        from turnkeep.cli.sse import read_sse
+
+        path = f"{self._turn_path(turn_id)}/stream"
+        try:
+            with self.client.stream(
+                "GET",
+                path,
+                params={"cursor": renderer.last_seq},
+                headers={"Accept": "text/event-stream"},
+            ) as answer:
+                if answer.status_code in (404, 405, 501):
+                    answer.read()
+                    if answer.status_code != 404:
+                        self.streams = False  # this server never streams: poll from now on
+                    return _NoStream()
+                if not answer.is_success:
+                    answer.read()
+                    raise _api_error(answer)
+                self.streams = True
+                for event in read_sse(answer.iter_lines()):
+                    data = event.data if isinstance(event.data, dict) else {}
+                    if event.kind == "delta":
+                        renderer.on_delta(data)
+                    elif event.kind == "end":
+                        renderer.finish()
+                        self.output.notice(status_line(turn_id, data))
+                        return str(data.get("status"))
+                    elif event.kind == "status" and data.get("status") == "awaiting_approval":
+                        renderer.finish()
+                        if not self._answer_approvals(turn_id):
+                            return "awaiting_approval"
+                    elif event.id is not None:
+                        renderer.on_event(data)
+                    if self.clock() > deadline:
+                        renderer.finish()
+                        self.output.notice(
+                            f"[turn {turn_id} did not finish within {self.turn_wall_s:g} s; "
+                            "stopped waiting, it may still run on the server]"
+                        )
+                        return None
+        except RemoteApiError as exc:
+            renderer.finish()
+            self.output.notice(f"[stopped following turn {turn_id}: {exc}]")
+            return None
+        except httpx.TransportError:
+            pass  # the stream broke (or timed out): the events page has the rest
+        return _NoStream()
+
+    def _poll(self, turn_id: str, renderer: TurnEventRenderer, deadline: float) -> str | None:
+        events_path = f"{self._turn_path(turn_id)}/events"
+        cursor = renderer.last_seq
+        delay = POLL_MIN_S
         while True:
             try:
                 page = self._call(
@@ -405,6 +488,10 @@ class RemoteChat:
                         continue
                 break
         return True
+
+
+class _NoStream:
+    """The turn could not be followed on a stream (none offered, or it broke): poll."""
 
 
 def _required(body: Mapping[str, Any], name: str, what: str) -> str:

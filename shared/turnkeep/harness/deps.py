@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from turnkeep.envelope import EnvelopeStore
+from turnkeep.harness.live import LiveSink
 from turnkeep.harness.transcript import TranscriptCache
 from turnkeep.notes import working_notes_tools
 from turnkeep.providers.base import ModelProvider
@@ -32,8 +33,15 @@ class HarnessLimits(BaseModel):
 
     max_steps: int = Field(default=16, ge=1, description="model rounds per turn")
     wall_clock_seconds: float = Field(default=300.0, gt=0, description="turn deadline")
-    frame_interval_ms: int = Field(default=50, ge=0, description="frame coalescing interval")
-    frame_max_bytes: int = Field(default=2048, ge=1, description="frame coalescing size")
+    frame_interval_ms: int = Field(
+        default=2000, ge=0, description="recovery frames: at most one persisted per interval"
+    )
+    frame_max_bytes: int = Field(
+        default=16384, ge=1, description="recovery frames: persisted early at this much text"
+    )
+    live_interval_ms: int = Field(
+        default=100, ge=0, le=1000, description="live deltas to watchers: one per interval"
+    )
     max_interrupted_rounds: int = Field(
         default=2, ge=0, description="consecutive interrupted model rounds before the turn fails"
     )
@@ -130,6 +138,9 @@ class HarnessDeps:
     or a `ProcessPoolRunner` in the local server (time-limited, killable)."""
     transcripts: TranscriptCache = field(default_factory=TranscriptCache)
     """Decoded transcript entries, so a model round reads only entries new since the last one."""
+    live: LiveSink | None = None
+    """Where watchers of a running turn get its live text and committed events (None: nobody
+    watches but through storage; docs/api.md, "Live events")."""
 
     def provider_for(self, model: str | None) -> ModelProvider:
         """The provider that runs a turn whose model spec is `model`."""

@@ -103,6 +103,9 @@ class FrameWriter:
     prelude: list[Write] = field(default_factory=list)
     _buffer: list[dict[str, JsonValue]] = field(default_factory=list)
     _buffered_bytes: int = 0
+    _chars_written: int = 0
+    """Characters of response text in committed elements (the next element's offset `o`)."""
+    _buffered_chars: int = 0
     _last_flush: float | None = None
     _closed: bool = False
 
@@ -114,6 +117,8 @@ class FrameWriter:
             self._last_flush = self.clock()
         size = _append_delta(self._buffer, event)
         self._buffered_bytes += size
+        if isinstance(event, TextDelta):
+            self._buffered_chars += len(event.text)
         self.stats.deltas += 1
         if (
             self._buffered_bytes >= self.max_bytes
@@ -127,7 +132,8 @@ class FrameWriter:
             raise FencedWriteError(f"frame writer of {self.response_id!r} is closed")
         if not self._buffer and tag is None:
             return
-        element: dict[str, JsonValue] = {"d": list(self._buffer)}
+        # `o`: characters of the response's text before this element's (the events' offset).
+        element: dict[str, JsonValue] = {"d": list(self._buffer), "o": self._chars_written}
         if end is not None:
             element["end"] = end
         try:
@@ -146,7 +152,14 @@ class FrameWriter:
         self.stats.bytes += self._buffered_bytes
         self._buffer.clear()
         self._buffered_bytes = 0
+        self._chars_written += self._buffered_chars
+        self._buffered_chars = 0
         self._last_flush = self.clock()
+
+    @property
+    def wrote_frames(self) -> bool:
+        """True once a frame committed: the round's scope then needs retiring at settlement."""
+        return self.stats.commits > 0
 
     def uncommitted_prelude(self) -> list[Write]:
         """The prelude writes no frame has committed yet (the settlement commits them)."""
@@ -241,6 +254,7 @@ class _Element(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     d: list[_Delta] = Field(default_factory=list)
+    o: int = 0
     end: _End | None = None
 
 

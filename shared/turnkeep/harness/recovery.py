@@ -22,6 +22,7 @@ from turnkeep.harness.state import (
     TerminalStatus,
     TurnRecord,
     call_address,
+    frames_scope,
     head_address,
     load_call,
     load_head,
@@ -142,8 +143,14 @@ def terminal_writes(
     status: TerminalStatus,
     error: str | None,
     now: float,
+    *,
+    unsettled_frames: bool = True,
 ) -> tuple[list[Write], TurnRecord]:
-    """The one terminal transaction: settle, record, remove op state, retire the scope once."""
+    """The one terminal transaction: settle, record, remove op state, retire the scope once.
+
+    `unsettled_frames=False`: the caller knows the current round never streamed (`finish_turn`
+    follows a settled round), so its frames are not looked for (on AWS: no request at all).
+    """
     reason = {
         "aborted": "the turn was cancelled before it finished",
         "failed": "the turn failed before it finished",
@@ -153,7 +160,11 @@ def terminal_writes(
     writes = list(settled.writes)
     head = settled.head
     last_entry = state.last_entry_id if not settled.writes else head
-    replay = read_frames(storage, state.op_id, response_id(state.op_id, state.round))
+    replay = (
+        read_frames(storage, state.op_id, response_id(state.op_id, state.round))
+        if unsettled_frames
+        else None
+    )
     if replay is not None and any(isinstance(p, TextPart) for p in replay.message.parts):
         # A round that streamed but never settled: keep what the user already saw, honestly.
         writes += interrupted_response_writes(state.op_id, state.round, head, replay.message)
@@ -175,4 +186,7 @@ def terminal_writes(
     writes.append(set_value(result_address(state.op_id), record.model_dump(mode="json")))
     writes.append(delete_value(op_address(state.op_id)))
     writes.append(retire_scope(op_scope(state.op_id)))
+    if replay is not None:
+        # The unsettled round's frames have their own scope (docs/harness.md, "Frames").
+        writes.append(retire_scope(frames_scope(response_id(state.op_id, state.round))))
     return writes, record

@@ -5,8 +5,10 @@ Session scope (durable, coordinated with entries in one transaction):
   value("turn.call", f"{op}/{id}")  CallState of one tool call until it is settled as an entry
   value("turn.result", op)          TurnRecord written by the terminal commit (kept)
   value("turn.head")                id of the session's branch head entry
-Operation scope `ephemeral_scope(op)` (progress, retired by the terminal commit):
+Round scope `ephemeral_scope(f"{response_id}.frames")` (retired by the round's settlement, or
+by the terminal commit when the round never settled):
   value_list("turn.frames", response_id)   coalesced assistant frames of one model round
+Operation scope `ephemeral_scope(op)` (progress, retired by the terminal commit):
   value("tool.checkpoint", call_id)        a tool's output checkpoint
   value("tool.memo", call_id)              a tool's memo
 """
@@ -171,9 +173,19 @@ def head_address() -> Value:
     return value(HEAD_NS)
 
 
+def frames_scope(response_id: str) -> EphemeralScope:
+    """The ephemeral scope of one model round's frames, retired when the round settles.
+
+    Its own scope, not the operation's: the terminal commit and the tool steps read the
+    operation scope, and on AWS loading a scope fetches every object in it, so frames there
+    cost one GetObject each at the turn's end (docs/aws-storage.md).
+    """
+    return ephemeral_scope(f"{response_id}.frames")
+
+
 def frames_address(op_id: str, response_id: str) -> ValueList:
-    """Assistant frames of one model round, in the operation scope."""
-    return value_list(FRAMES_NS, response_id, op_scope(op_id))
+    """Assistant frames of one model round (`response_id` of `op_id`), in the round's scope."""
+    return value_list(FRAMES_NS, response_id, frames_scope(response_id))
 
 
 def checkpoint_address(op_id: str, call_id: str) -> Value:

@@ -19,6 +19,7 @@ def limits_from_settings(settings: TurnkeepSettings) -> HarnessLimits:
         wall_clock_seconds=settings.wall_clock_seconds,
         frame_interval_ms=settings.frame_interval_ms,
         frame_max_bytes=settings.frame_max_bytes,
+        live_interval_ms=settings.live_interval_ms,
         approval_timeout_seconds=settings.approval_timeout_seconds,
         workflow_type=settings.workflow_type,
         tool_lease_seconds=settings.tool_lease_seconds,
@@ -80,6 +81,10 @@ def build_runtime(
         provider=provider if provider is not None else provider_resolver(settings.model),
         limits=limits_from_settings(settings),
     )
+    if settings.ws_endpoint:
+        from turnkeep.live.push import websocket_pusher
+
+        deps.live = websocket_pusher(settings.ws_endpoint, settings.envelope_url_or_local())
     return Runtime(settings, deps, envelopes, storage_url, held)
 
 

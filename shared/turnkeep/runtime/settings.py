@@ -51,8 +51,21 @@ class TurnkeepSettings(BaseModel):
     model: str = Field(default="scripted", description="'scripted' | 'bedrock:<id>' | 'openai:…'")
     max_steps: int = Field(default=16, ge=1, le=1000, description="model rounds per turn")
     wall_clock_seconds: float = Field(default=300.0, gt=0, description="turn deadline")
-    frame_interval_ms: int = Field(default=50, ge=0, description="frame coalescing interval")
-    frame_max_bytes: int = Field(default=2048, ge=1, description="frame coalescing size")
+    frame_interval_ms: int = Field(
+        default=2000, ge=0, description="recovery frames: at most one persisted per interval"
+    )
+    frame_max_bytes: int = Field(
+        default=16384, ge=1, description="recovery frames: persisted early at this much text"
+    )
+    live_interval_ms: int = Field(
+        default=100, ge=0, le=1000, description="live deltas to watchers: one per interval"
+    )
+    ws_endpoint: str = Field(
+        default="",
+        description="the WebSocket API's management endpoint (https://<api>.execute-api."
+        "<region>.amazonaws.com/<stage>): the steps push each turn's events to its subscribers "
+        "(recorded in the table of TURNKEEP_ENVELOPE_URL); empty: no pushes",
+    )
     approval_timeout_seconds: float = Field(
         default=86400.0, gt=0, description="an approval nobody decides is denied after this"
     )

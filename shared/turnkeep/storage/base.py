@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 from turnkeep.session_ids import session_id_problem
@@ -66,6 +66,10 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+CommitObserver = Callable[[Sequence[Write], CommitResult], None]
+"""Told each committed transaction of a handle (a turn's live events: turnkeep.harness.live)."""
+
+
 class Storage(ABC):
     """One session's storage. Thread-safe; every committed write gets a global sequence."""
 
@@ -73,6 +77,7 @@ class Storage(ABC):
         self.session_id = validate_session_id(session_id)
         self._lock = lock if lock is not None else threading.RLock()
         self._closed = False
+        self._observers: list[CommitObserver] = []
 
     # -- public API -------------------------------------------------------------------------
 
@@ -111,9 +116,16 @@ class Storage(ABC):
             self._ensure_open()
             if not txn.writes:
                 return CommitResult(None, (), now_ms(), self._get_stats())
-            if attach is not None:
-                return self._commit_attached(txn, attach)
-            return self._commit(txn)
+            result = self._commit(txn) if attach is None else self._commit_attached(txn, attach)
+        # Outside the lock: an observer may make network calls (docs/api.md, "Live events").
+        for observer in self._observers:
+            observer(txn.writes, result)
+        return result
+
+    def observe(self, observer: CommitObserver) -> None:
+        """Call `observer(writes, result)` after each commit of this handle (`writes` in the
+        order of `result.seqs`). An observer must not raise: it runs after the commit."""
+        self._observers.append(observer)
 
     def attached_table(self) -> str | None:
         """The table whose other items this storage can read and write with its own requests

@@ -12,6 +12,7 @@ from turnkeep.envelope import Envelope, EnvelopeConflictError, MetaScalar
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import OperationNotFoundError
 from turnkeep.harness.io import ModelStepOutput, TurnResult
+from turnkeep.harness.live import watch_commits
 from turnkeep.harness.state import (
     OperationState,
     TurnRecord,
@@ -27,6 +28,8 @@ TURN_ERROR_MAX_CHARS = 1000
 def open_session(deps: HarnessDeps, session_id: str) -> Iterator[Storage]:
     """The session's storage for one step, closed when the step ends."""
     storage = deps.open_storage(session_id)
+    if deps.live is not None:
+        watch_commits(storage, deps.live)
     try:
         yield storage
     finally:

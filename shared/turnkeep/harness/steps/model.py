@@ -19,11 +19,13 @@ from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.envelope_io import read_ahead
 from turnkeep.harness.errors import FencedWriteError, StepInputError
 from turnkeep.harness.io import ModelStepInput, ModelStepOutput
+from turnkeep.harness.live import LiveText
 from turnkeep.harness.progress import FrameWriter, read_frames
 from turnkeep.harness.recovery import settle_pending
 from turnkeep.harness.state import (
     OperationState,
     call_address,
+    frames_scope,
     head_address,
     load_state,
     op_address,
@@ -54,6 +56,7 @@ from turnkeep.providers.base import (
     ResponseDone,
     RetryableModelError,
     StreamEvent,
+    TextDelta,
     ToolResultPart,
     ToolSpec,
 )
@@ -83,7 +86,9 @@ def model_step(
                 head_address(),
                 context_start_address(),
             ],
-            scopes=[op_scope(inp.op_id)],
+            # The round's frames scope too: a redelivery finds its frames (or the head proves
+            # there are none) in the same request.
+            scopes=[op_scope(inp.op_id), frames_scope(response_id(inp.op_id, inp.round))],
             head=True,
         )
         state = load_state(storage, inp.op_id)
@@ -113,6 +118,7 @@ def model_step(
                     pending_writes=settlement.writes,
                     head=settlement.head,
                     wrap_up=replay.wrap_up,
+                    frames_written=True,
                 )
             return settle_interrupted(deps, storage, state, replay.message, settlement)
         if state.round >= deps.limits.max_steps:
@@ -167,6 +173,18 @@ def model_step(
             max_bytes=deps.limits.frame_max_bytes,
             prelude=results.prelude,
         )
+        live = (
+            None
+            if deps.live is None
+            else LiveText(
+                deps.live,
+                state.session_id,
+                state.op_id,
+                response_id(state.op_id, state.round),
+                deps.clock,
+                interval_s=deps.limits.live_interval_ms / 1000,
+            )
+        )
         try:
             for attempt in (0, 1):
                 try:
@@ -174,6 +192,7 @@ def model_step(
                         provider,
                         request=prepared.request,
                         writer=writer,
+                        live=live,
                         on_event=on_event,
                         wrap_up=wrap_up,
                     )
@@ -201,7 +220,7 @@ def model_step(
                                 f"to retry failed: {_context_failure(inner)}",
                             )
                         continue
-                    _flush_quietly(writer)
+                    _flush_quietly(writer, live)
                     if exc.retryable:
                         raise
                     retried = " (after one compaction and a retry)" if attempt else ""
@@ -228,6 +247,7 @@ def model_step(
             head=prepared.head,
             wrap_up=wrap_up,
             context=_context_meta(prepared, response),
+            frames_written=writer.wrote_frames,
         )
 
 
@@ -336,16 +356,21 @@ def _stream(
     *,
     request: ModelRequest,
     writer: FrameWriter,
+    live: LiveText | None,
     on_event: EventListener | None,
     wrap_up: bool,
 ) -> ModelResponse:
     for event in provider.stream(request):
         if isinstance(event, ResponseDone):
+            if live is not None:
+                live.flush()  # the last piece goes out before the end frame and the entry
             writer.finish(event.response, wrap_up=wrap_up)
             if on_event is not None:
                 on_event(event)
             return event.response
         writer.add(event)
+        if live is not None and isinstance(event, TextDelta):
+            live.add(event.text)
         if on_event is not None:
             on_event(event)
     raise RetryableModelError(
@@ -353,8 +378,10 @@ def _stream(
     )
 
 
-def _flush_quietly(writer: FrameWriter) -> None:
+def _flush_quietly(writer: FrameWriter, live: LiveText | None) -> None:
     # Keep what streamed before a model error so recovery can record it; a fenced writer has
     # nothing to keep.
+    if live is not None:
+        live.flush()
     with suppress(FencedWriteError):
         writer.flush()

@@ -14,6 +14,7 @@ from turnkeep.harness.state import (
     CallState,
     OperationState,
     call_address,
+    frames_scope,
     head_address,
     op_address,
     response_id,
@@ -30,6 +31,7 @@ from turnkeep.storage import (
     Write,
     insert_entry,
     insert_usage,
+    retire_scope,
     set_value,
 )
 
@@ -44,10 +46,12 @@ def settle_response(
     head: str | None,
     wrap_up: bool = False,
     context: dict[str, JsonValue] | None = None,
+    frames_written: bool = False,
 ) -> ModelStepOutput:
     """One session transaction: pending tool results, the response entry, usage, op state.
 
     `context` (the request's token estimate, for the budget's calibration) joins the entry.
+    `frames_written`: the round wrote frames, so the same transaction retires their scope.
     """
     op = state.op_id
     entry_id = response_id(op, state.round)
@@ -126,6 +130,7 @@ def settle_response(
         next_action="tools" if call_ids and not wrap_up else "finish",
         call_ids=call_ids[:limit] if not wrap_up else [],
         wrap_up=wrap_up,
+        frames_written=frames_written,
     )
 
 
@@ -152,8 +157,16 @@ def settle_interrupted(
             "last_entry_id": entry_id,
         }
     )
+    # Only frames make a round interrupted (a recorded partial reply), so their scope retires.
     return _commit_round(
-        deps, storage, state, new_state, writes, next_action="model", interrupted=True
+        deps,
+        storage,
+        state,
+        new_state,
+        writes,
+        next_action="model",
+        interrupted=True,
+        frames_written=True,
     )
 
 
@@ -168,12 +181,17 @@ def _commit_round(
     call_ids: list[str] | None = None,
     interrupted: bool = False,
     wrap_up: bool = False,
+    frames_written: bool = False,
 ) -> ModelStepOutput:
     """Commit a settled round with the new op state, fenced: the round's output (`next_action`
     to round + 1) if it committed, the `done` output if the turn ended meanwhile (the round is
     then not recorded)."""
     op = state.op_id
     writes.append(set_value(op_address(op), new_state.model_dump(mode="json")))
+    if frames_written:
+        # The entry supersedes the frames: retired with it, never read again (the terminal
+        # commit then has no frame object to load; docs/aws-storage.md).
+        writes.append(retire_scope(frames_scope(response_id(op, state.round))))
     try:
         # The envelope's progress mirror rides in the same request where it can.
         commit_mirrored(

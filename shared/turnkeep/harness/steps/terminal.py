@@ -48,7 +48,11 @@ from turnkeep.storage import GuardFailedError, Storage, retire_scope, set_value
 
 
 def finish_turn(deps: HarnessDeps, inp: FinishTurnInput) -> TurnResult:
-    """End the turn as completed (aborted if a cancel arrived); idempotent."""
+    """End the turn as completed (aborted if a cancel arrived); idempotent.
+
+    It runs only after a settled round (the model step said "finish"): the current round never
+    streamed, so its terminal commit does not look for frames (`unsettled_frames=False`).
+    """
     with open_session(deps, inp.session_id) as storage:
         envelope = read_ahead(
             deps,
@@ -63,13 +67,19 @@ def finish_turn(deps: HarnessDeps, inp: FinishTurnInput) -> TurnResult:
         if state.pending_call_ids:
             storage.prefetch([call_address(state.op_id, c) for c in state.pending_call_ids])
         if cancelling(envelope, state.op_id):
-            record = commit_terminal(deps, storage, state, "aborted", "cancelled by request")
+            record = commit_terminal(
+                deps, storage, state, "aborted", "cancelled by request", unsettled_frames=False
+            )
         elif attachable(deps, storage):
             record = _complete_attached(deps, storage, state)
         elif not _fence_completion(deps, inp):
-            record = commit_terminal(deps, storage, state, "aborted", "cancelled by request")
+            record = commit_terminal(
+                deps, storage, state, "aborted", "cancelled by request", unsettled_frames=False
+            )
         else:
-            record = commit_terminal(deps, storage, state, "completed", None)
+            record = commit_terminal(
+                deps, storage, state, "completed", None, unsettled_frames=False
+            )
         return result_of(inp.session_id, record)
 
 
@@ -80,7 +90,9 @@ def _complete_attached(deps: HarnessDeps, storage: Storage, state: OperationStat
     commit fail, and the turn is aborted instead (elsewhere `_fence_completion` orders them).
     """
     op = state.op_id
-    writes, record = terminal_writes(storage, state, "completed", None, deps.clock())
+    writes, record = terminal_writes(
+        storage, state, "completed", None, deps.clock(), unsettled_frames=False
+    )
     try:
         commit_with_envelope(
             deps,
@@ -94,8 +106,10 @@ def _complete_attached(deps: HarnessDeps, storage: Storage, state: OperationStat
         return _terminal_winner(deps, storage, state)
     except (EnvelopeConflictError, EnvelopeNotFoundError):
         if cancelling(deps.envelopes.get(state.session_id), op):
-            return commit_terminal(deps, storage, state, "aborted", "cancelled by request")
-        return commit_terminal(deps, storage, state, "completed", None)
+            return commit_terminal(
+                deps, storage, state, "aborted", "cancelled by request", unsettled_frames=False
+            )
+        return commit_terminal(deps, storage, state, "completed", None, unsettled_frames=False)
     return record
 
 
@@ -237,9 +251,13 @@ def commit_terminal(
     state: OperationState,
     status: TerminalStatus,
     error: str | None,
+    *,
+    unsettled_frames: bool = True,
 ) -> TurnRecord:
     """The one fenced terminal commit plus its envelope write; the first terminal step wins."""
-    writes, record = terminal_writes(storage, state, status, error, deps.clock())
+    writes, record = terminal_writes(
+        storage, state, status, error, deps.clock(), unsettled_frames=unsettled_frames
+    )
     try:
         # The envelope mirror rides in the same request where it can.
         commit_mirrored(

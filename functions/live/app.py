@@ -1,0 +1,57 @@
+"""Lambda handlers of the WebSocket API (docs/api.md, "WebSocket API"): `routes` answers the
+`subscribe`, `$default` and `$disconnect` routes; `authorize` is the `$connect` REQUEST
+authorizer, verifying the same JWT as the HTTP API (TURNKEEP_JWT_ISSUER, TURNKEEP_JWT_AUDIENCE,
+the issuer's JWKS at TURNKEEP_JWKS_URL, fetched once per container). `$connect` itself has no
+function (a MOCK integration): a watcher costs the authorizer and its `subscribe`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from turnkeep.aws_lambda.container import runtime
+from turnkeep.live.authorizer import JwksCache, JwtVerifier, Unauthorized, authorize
+from turnkeep.live.connections import Connections
+from turnkeep.live.push import LazyClient, table_of
+from turnkeep.live.websocket import WebSocketRoutes
+
+logger = Logger()
+
+
+@functools.cache
+def _routes() -> WebSocketRoutes:
+    deps_runtime = runtime()
+    table = table_of(deps_runtime.settings.envelope_url_or_local())
+    endpoint = deps_runtime.settings.ws_endpoint
+    return WebSocketRoutes(
+        deps_runtime,
+        Connections(LazyClient("dynamodb"), table),
+        LazyClient("apigatewaymanagementapi", endpoint),
+    )
+
+
+@functools.cache
+def _verifier() -> JwtVerifier:
+    issuer = os.environ["TURNKEEP_JWT_ISSUER"]
+    jwks_url = os.environ.get("TURNKEEP_JWKS_URL") or issuer.rstrip("/") + "/.well-known/jwks.json"
+    return JwtVerifier(issuer, os.environ["TURNKEEP_JWT_AUDIENCE"], JwksCache(jwks_url))
+
+
+@logger.inject_lambda_context(log_event=False)
+def routes(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """One WebSocket message or disconnect."""
+    return _routes().handle(event)
+
+
+def authorize_connect(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """`$connect`: an Allow policy for a valid token; `Unauthorized` (401) otherwise."""
+    try:
+        return authorize(event, _verifier())
+    except Unauthorized:
+        logger.info("websocket connection refused: token missing or invalid")
+        raise

@@ -1,0 +1,242 @@
+"""The steps' `LiveSink` on AWS: each new event of a turn, pushed to its WebSocket subscribers.
+
+Messages are `{"event": <kind>, "id": <seq or null>, "data": {...}}` (docs/api.md, "WebSocket
+API"). Deltas go to the subscribers known to this process (`Connections.subscribers`, read on
+the turn's first delta here and again after every commit), so a delta costs one
+`PostToConnection` per subscriber and no DynamoDB request. After each commit the subscribers
+are read again and get the commit's events with `seq` above the cursor they subscribed with;
+one that is new to this process first gets the streaming response's whole text so far (a
+delta from offset 0). A `GoneException` drops the subscription; any other failure is logged:
+a push never fails a step.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+from urllib.parse import parse_qs, urlsplit
+
+from turnkeep.harness.live import Committed, LiveDelta
+from turnkeep.live.connections import Connections, Subscriber
+
+logger = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES: Final = 120_000
+"""Below API Gateway's 128 KiB WebSocket message cap."""
+TEXT_CHUNK_CHARS: Final = 24_000
+"""Characters per delta when a subscriber gets a long text so far (4 bytes each at most)."""
+
+
+def message(kind: str, data: dict[str, Any], seq: int | None = None) -> bytes:
+    """One WebSocket message."""
+    return json.dumps(
+        {"event": kind, "id": seq, "data": data}, separators=(",", ":"), ensure_ascii=False
+    ).encode("utf-8")
+
+
+def delta_data(delta: LiveDelta) -> dict[str, Any]:
+    """A delta's `data` (the SSE stream's too)."""
+    return {"response_id": delta.response_id, "offset": delta.offset, "text": delta.text}
+
+
+def whole_text(response_id: str, text: str) -> list[LiveDelta]:
+    """`text` from offset 0, in pieces that fit a message."""
+    return [
+        LiveDelta(response_id, start, text[start : start + TEXT_CHUNK_CHARS])
+        for start in range(0, max(len(text), 1), TEXT_CHUNK_CHARS)
+    ]
+
+
+def end_data(op_id: str, record: Any) -> dict[str, Any]:
+    """The `end` event's data from the turn's terminal record (TurnRecord as JSON)."""
+    found = record if isinstance(record, dict) else {}
+    return {
+        "turn_id": op_id,
+        "status": found.get("status"),
+        "error": found.get("error"),
+        "rounds": found.get("rounds", 0),
+        "usage": found.get("usage", {}),
+    }
+
+
+def event_messages(event: Committed) -> list[tuple[int, bytes]]:
+    """The commit's frames and entries as (seq, message), in seq order, shaped as the events
+    page shows them (the API's read models, imported only when someone watches)."""
+    from turnkeep.api import approvals  # noqa: F401  (registers the approval entry events)
+    from turnkeep.api.views import entry_event, frame_event
+
+    shaped = [entry_event(entry) for entry in event.entries]
+    shaped += [frame_event(f.element, f.response_id, f.round) for f in event.frames]
+    out: list[tuple[int, bytes]] = []
+    for item in sorted(shaped, key=lambda e: e.seq):
+        body = message(item.kind, item.model_dump(mode="json", exclude_none=True), item.seq)
+        if len(body) > MAX_MESSAGE_BYTES:
+            body = message(
+                "error",
+                {
+                    "code": "event_too_large",
+                    "message": f"event {item.seq} is larger than a WebSocket message: read it "
+                    f"from GET .../events?cursor={item.seq - 1}",
+                    "seq": item.seq,
+                },
+            )
+        out.append((item.seq, body))
+    return out
+
+
+@dataclass
+class _Watched:
+    """What this process knows of one turn's subscribers."""
+
+    subscribers: dict[str, Subscriber] = field(default_factory=dict)
+    loaded: bool = False
+    streaming: dict[str, Callable[[], str]] = field(default_factory=dict)
+    """The response streaming now: its text so far (for subscribers that join mid-reply)."""
+    joined: set[tuple[str, str]] = field(default_factory=set)
+    """(connection, response) pairs that got the response's text so far."""
+
+
+@dataclass
+class PushStats:
+    """What the pusher did (the benchmark's figures)."""
+
+    posts: int = 0
+    refreshes: int = 0
+    gone: int = 0
+    failures: int = 0
+
+
+class WebSocketPusher:
+    """A `LiveSink` posting to API Gateway WebSocket connections (`post(connection, data)`)."""
+
+    def __init__(self, connections: Connections, management: Any) -> None:
+        self._connections = connections
+        self._management = management
+        self._turns: dict[tuple[str, str], _Watched] = {}
+        self.stats = PushStats()
+
+    def delta(
+        self, session_id: str, op_id: str, delta: LiveDelta, so_far: Callable[[], str]
+    ) -> None:
+        """Post the piece to the turn's subscribers (its whole text to one new to it)."""
+        watched = self._watched(session_id, op_id)
+        if not watched.loaded:
+            self._refresh(session_id, op_id, watched)
+        watched.streaming = {delta.response_id: so_far}
+        body = message("delta", delta_data(delta))
+        for connection in list(watched.subscribers):
+            if (connection, delta.response_id) in watched.joined:
+                self._post(session_id, op_id, connection, body)
+            else:
+                self._catch_up_text(session_id, op_id, connection, delta.response_id, so_far)
+
+    def committed(self, event: Committed) -> None:
+        """Post the commit's events to the turn's subscribers, read again now."""
+        session_id, op_id = event.session_id, event.op_id
+        watched = self._watched(session_id, op_id)
+        self._refresh(session_id, op_id, watched)
+        if not watched.subscribers:
+            if event.record is not None:
+                self._turns.pop((session_id, op_id), None)
+            return
+        settled = {e.id for e in event.entries}
+        for rid, so_far in list(watched.streaming.items()):
+            if rid in settled:
+                del watched.streaming[rid]
+                continue
+            for connection in list(watched.subscribers):
+                if (connection, rid) not in watched.joined:
+                    self._catch_up_text(session_id, op_id, connection, rid, so_far)
+        messages = event_messages(event)
+        for connection, subscriber in list(watched.subscribers.items()):
+            for seq, body in messages:
+                if seq > subscriber.after and connection in watched.subscribers:
+                    self._post(session_id, op_id, connection, body)
+        if event.record is not None:
+            end = message("end", end_data(op_id, event.record))
+            for connection in list(watched.subscribers):
+                self._post(session_id, op_id, connection, end)
+            self._turns.pop((session_id, op_id), None)
+
+    def _watched(self, session_id: str, op_id: str) -> _Watched:
+        return self._turns.setdefault((session_id, op_id), _Watched())
+
+    def _refresh(self, session_id: str, op_id: str, watched: _Watched) -> None:
+        try:
+            found = self._connections.subscribers(session_id, op_id)
+        except Exception:
+            logger.exception("reading the subscribers of %s failed; pushing to known ones", op_id)
+            self.stats.failures += 1
+            return
+        self.stats.refreshes += 1
+        watched.subscribers = {s.connection_id: s for s in found}
+        watched.loaded = True
+
+    def _catch_up_text(
+        self,
+        session_id: str,
+        op_id: str,
+        connection: str,
+        response_id: str,
+        so_far: Callable[[], str],
+    ) -> None:
+        self._connections_joined(session_id, op_id).add((connection, response_id))
+        for piece in whole_text(response_id, so_far()):
+            self._post(session_id, op_id, connection, message("delta", delta_data(piece)))
+
+    def _connections_joined(self, session_id: str, op_id: str) -> set[tuple[str, str]]:
+        return self._watched(session_id, op_id).joined
+
+    def _post(self, session_id: str, op_id: str, connection: str, body: bytes) -> None:
+        try:
+            self._management.post_to_connection(ConnectionId=connection, Data=body)
+            self.stats.posts += 1
+        except Exception as exc:
+            code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+            if code == "GoneException":
+                self.stats.gone += 1
+                self._watched(session_id, op_id).subscribers.pop(connection, None)
+                try:
+                    self._connections.unsubscribe(session_id, op_id, connection)
+                except Exception:
+                    logger.exception("dropping gone connection %s failed", connection)
+                return
+            self.stats.failures += 1
+            logger.warning("push to connection %s failed: %s", connection, exc)
+
+
+class LazyClient:
+    """An AWS client built on first use (a step that pushes nothing never builds one)."""
+
+    def __init__(self, service: str, endpoint: str = "") -> None:
+        self._service, self._endpoint = service, endpoint
+        self._client: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._client is None:
+            from turnkeep.aws_clients import shared_client
+
+            self._client = shared_client(self._service, endpoint=self._endpoint)
+        return getattr(self._client, name)
+
+
+def table_of(envelope_url: str) -> str:
+    """The DynamoDB table of an `aws://?table=...` envelope URL; ValueError otherwise."""
+    parts = urlsplit(envelope_url)
+    tables = parse_qs(parts.query).get("table", [])
+    if parts.scheme != "aws" or len(tables) != 1 or not tables[0]:
+        raise ValueError(
+            f"TURNKEEP_WS_ENDPOINT needs TURNKEEP_ENVELOPE_URL of the form aws://?table=<table>, "
+            f"got {envelope_url!r}"
+        )
+    return tables[0]
+
+
+def websocket_pusher(endpoint: str, envelope_url: str) -> WebSocketPusher:
+    """The pusher of a Lambda container: subscriptions in the envelope table, posts through
+    the WebSocket API's management endpoint (clients built on first use)."""
+    connections = Connections(LazyClient("dynamodb"), table_of(envelope_url))
+    return WebSocketPusher(connections, LazyClient("apigatewaymanagementapi", endpoint))

@@ -1,0 +1,186 @@
+"""The WebSocket API's routes on AWS (docs/api.md, "WebSocket API"): `subscribe`, `$default`,
+`$disconnect`. `$connect` is authorized by `turnkeep.live.authorizer` and needs no function.
+
+`subscribe` `{"action": "subscribe", "session_id", "turn_id", "cursor"}`: the caller must own the
+session (else the same `not_found` as the HTTP API). The subscription is recorded first, then
+the catch-up is read from storage and sent, so an event committed meanwhile is either in the
+catch-up or pushed by the step that made it: no gap. A turn that had already ended gets its
+catch-up and `end`, and no subscription. Bad input gets an `error` message and changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+
+from turnkeep.harness.errors import StepInputError
+from turnkeep.harness.state import (
+    load_record,
+    op_address,
+    result_address,
+    user_entry_id,
+    validate_op_id,
+)
+from turnkeep.live.connections import Connections
+from turnkeep.live.push import end_data, message
+from turnkeep.runtime.build import Runtime
+from turnkeep.session_ids import SESSION_ID_PATTERN
+from turnkeep.storage import Value
+
+logger = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES: Final = 4096
+"""A client message longer than this is refused (a subscribe is ~300 bytes)."""
+TURN_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$"
+PAGE: Final = 500
+
+
+class Subscribe(BaseModel):
+    """The one message a client sends."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    action: Literal["subscribe"]
+    session_id: str = Field(pattern=SESSION_ID_PATTERN)
+    turn_id: str = Field(pattern=TURN_ID_PATTERN)
+    cursor: StrictInt = Field(default=0, ge=0)
+
+
+@dataclass(frozen=True)
+class Route:
+    """One WebSocket message's context: the connection, its user and its route."""
+
+    connection_id: str
+    user_id: str
+    route_key: str
+    body: str
+
+
+def route_of(event: Mapping[str, Any]) -> Route:
+    """The connection, user (the authorizer's `sub`) and route of a WebSocket event."""
+    context = event.get("requestContext") or {}
+    authorizer = context.get("authorizer") or {}
+    user = authorizer.get("sub") or authorizer.get("principalId") or ""
+    body = event.get("body")
+    return Route(
+        str(context.get("connectionId", "")),
+        str(user),
+        str(context.get("routeKey", "")),
+        body if isinstance(body, str) else "",
+    )
+
+
+def error(code: str, text: str) -> bytes:
+    """An error message: nothing was changed."""
+    return message("error", {"code": code, "message": text})
+
+
+class WebSocketRoutes:
+    """Handles the routes with the container's runtime, subscriptions and management client."""
+
+    def __init__(self, runtime: Runtime, connections: Connections, management: Any) -> None:
+        self.runtime = runtime
+        self.connections = connections
+        self.management = management
+
+    def handle(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        """Answer one WebSocket event (the status API Gateway expects)."""
+        route = route_of(event)
+        if route.route_key == "$disconnect":
+            self.connections.disconnect(route.connection_id)
+            return {"statusCode": 200}
+        if route.route_key == "$connect":
+            return {"statusCode": 200}
+        self._message(route)
+        return {"statusCode": 200}
+
+    def _send(self, connection: str, body: bytes) -> None:
+        self.management.post_to_connection(ConnectionId=connection, Data=body)
+
+    def _message(self, route: Route) -> None:
+        conn = route.connection_id
+        if not route.user_id:
+            self._send(conn, error("unauthenticated", "the connection has no authorized user"))
+            return
+        if len(route.body.encode("utf-8", "replace")) > MAX_MESSAGE_BYTES:
+            self._send(
+                conn,
+                error("message_too_large", f"a message is at most {MAX_MESSAGE_BYTES} bytes"),
+            )
+            return
+        try:
+            raw = json.loads(route.body)
+        except ValueError:
+            self._send(conn, error("invalid_json", "the message is not JSON"))
+            return
+        action = raw.get("action") if isinstance(raw, dict) else None
+        if route.route_key != "subscribe" or action != "subscribe":
+            self._send(
+                conn,
+                error("unknown_action", 'the only message is {"action": "subscribe", ...}'),
+            )
+            return
+        try:
+            wanted = Subscribe.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "message"
+            self._send(conn, error("invalid_message", f"{where}: {first['msg']}"))
+            return
+        self._subscribe(route, wanted)
+
+    def _subscribe(self, route: Route, wanted: Subscribe) -> None:
+        from turnkeep.api import approvals  # noqa: F401  (registers the approval entry events)
+        from turnkeep.api.views import TurnNotFound, turn_events
+
+        conn, sid, op = route.connection_id, wanted.session_id, wanted.turn_id
+        envelope = self.runtime.envelopes.get_for_owner(route.user_id, sid)
+        if envelope is None:
+            self._send(conn, error("not_found", "session not found"))
+            return
+        # Recorded before the catch-up is read: whatever commits after the read is pushed.
+        self.connections.subscribe(sid, op, conn, route.user_id, wanted.cursor)
+        deps = self.runtime.deps
+        cursor: int = wanted.cursor
+        first = True
+        storage = deps.open_storage(sid)
+        try:
+            # The turn's record, state and first entry in one read (docs/aws-storage.md).
+            storage.prefetch(_turn_values(op), entries=[user_entry_id(op)])
+            while True:
+                try:
+                    page = turn_events(storage, envelope, op, cursor, PAGE)
+                except TurnNotFound:
+                    self.connections.unsubscribe(sid, op, conn)
+                    self._send(conn, error("not_found", "turn not found"))
+                    return
+                if first:
+                    self._send(conn, message("status", {"turn_id": op, "status": page.status}))
+                    first = False
+                for item in page.events:
+                    data = item.model_dump(mode="json", exclude_none=True)
+                    self._send(conn, message(item.kind, data, item.seq))
+                cursor = page.next_cursor
+                if page.finished:
+                    record = load_record(storage, op)
+                    dumped = record.model_dump(mode="json") if record is not None else {}
+                    self._send(conn, message("end", end_data(op, dumped)))
+                    self.connections.unsubscribe(sid, op, conn)
+                    return
+                if len(page.events) < PAGE:
+                    return
+        finally:
+            storage.close()
+
+
+def _turn_values(op_id: str) -> list[Value]:
+    try:
+        validate_op_id(op_id)
+    except StepInputError:
+        return []  # not a turn id: the events read answers not_found
+    return [result_address(op_id), op_address(op_id)]

@@ -1,0 +1,182 @@
+"""A turn watched through the WebSocket path under moto: the real `subscribe` handler of
+functions/live/ records the connection and sends the catch-up, the real step handlers run by
+moto's Step Functions interpreter push every new event through the management API, and moto's
+`apigatewaymanagementapi` records what each connection was sent."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto.apigatewaymanagementapi.models import apigatewaymanagementapi_backends
+
+from tests.integration.test_state_machine import TABLE, USER, Deployed, deploy
+from tests.support.iam_policy import ACCOUNT, REGION
+from tests.support.lambda_host import FakeContext, load_function_module
+from turnkeep.api.views import turn_events
+from turnkeep.aws_lambda import container
+from turnkeep.cli.sse import apply_delta
+from turnkeep.harness import StartTurnInput, start_turn
+from turnkeep.storage import open_storage
+
+ENDPOINT = "https://wsapi01.execute-api.us-east-1.amazonaws.com/live"
+
+
+@pytest.fixture
+def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
+    with deploy(monkeypatch, "STANDARD", TURNKEEP_WS_ENDPOINT=ENDPOINT) as deployed:
+        yield deployed
+
+
+def sent(connection: str) -> list[dict[str, Any]]:
+    """Every message moto's management API recorded for `connection`, in order."""
+    data = apigatewaymanagementapi_backends[ACCOUNT][REGION].connections[connection].data
+    text, decoder, out, at = data.decode("utf-8"), json.JSONDecoder(), [], 0
+    while at < len(text):
+        item, at = decoder.raw_decode(text, at)
+        out.append(item)
+    return out
+
+
+def ws_event(route: str, connection: str, user: str | None, body: str | None) -> dict[str, Any]:
+    context: dict[str, Any] = {"routeKey": route, "connectionId": connection, "stage": "live"}
+    if user is not None:
+        context["authorizer"] = {"principalId": user, "sub": user}
+    return {"requestContext": context, "body": body, "isBase64Encoded": False}
+
+
+def _start(session: str, op_id: str, text: str) -> None:
+    deps = container.runtime().deps
+    if deps.envelopes.get(session) is None:
+        deps.envelopes.create(session, USER)
+    start_turn(deps, StartTurnInput(session_id=session, op_id=op_id, user_id=USER, text=text))
+
+
+def _execute(deployed: Deployed, session: str, op_id: str) -> None:
+    import time
+
+    execution = deployed.sfn.start_execution(
+        stateMachineArn=deployed.state_machine_arn,
+        name=op_id,
+        input=json.dumps({"session_id": session, "op_id": op_id, "round": 0}),
+    )["executionArn"]
+    deadline = time.monotonic() + 60
+    while deployed.sfn.describe_execution(executionArn=execution)["status"] == "RUNNING":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert deployed.sfn.describe_execution(executionArn=execution)["status"] == "SUCCEEDED"
+
+
+def _subscribe(app: Any, connection: str, user: str, session: str, op_id: str) -> None:
+    body = json.dumps({"action": "subscribe", "session_id": session, "turn_id": op_id})
+    answer = app.routes(ws_event("subscribe", connection, user, body), FakeContext("LiveFunction"))
+    assert answer == {"statusCode": 200}
+
+
+def _subscriptions(session: str) -> list[str]:
+    items = boto3.client("dynamodb").query(
+        TableName=TABLE,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+        ExpressionAttributeValues={":pk": {"S": f"SESSION#{session}"}, ":p": {"S": "LIVE#"}},
+    )["Items"]
+    return [i["sk"]["S"] for i in items]
+
+
+def test_a_subscriber_receives_a_whole_turn_in_order_catch_up_then_live_without_gap(
+    stack: Deployed,
+) -> None:
+    app = load_function_module("live")
+    session, op_id = "ws-session", "op-ws-0001"
+    _start(session, op_id, 'call echo {"text": "ping"}')
+    _subscribe(app, "conn-alice", USER, session, op_id)
+    _subscribe(app, "conn-mallory", "user-2", session, op_id)  # not the owner
+    _execute(stack, session, op_id)
+
+    got = sent("conn-alice")
+    storage = open_storage(stack.storage_url, session)
+    try:
+        page = turn_events(storage, None, op_id, None, 1000)
+    finally:
+        storage.close()
+    assert got[0] == {
+        "event": "status",
+        "id": None,
+        "data": {"turn_id": op_id, "status": "running"},
+    }
+    assert got[-1]["event"] == "end"
+    assert got[-1]["data"]["status"] == "completed"
+    assert got[-1]["data"]["rounds"] == 2
+    seqs = [m["id"] for m in got if m["id"] is not None]
+    assert seqs == sorted(set(seqs))  # in order, never twice
+    entries = [m["data"] for m in got if m["event"] == "entry"]
+    assert entries == [e.model_dump(mode="json", exclude_none=True) for e in page.events]
+    assert [e["role"] for e in entries] == ["user", "assistant", "tool", "assistant"]
+    # The live text (frames and deltas by the offset rule) shows each reply before its entry.
+    bubbles: dict[str, str] = {}
+    for m in got:
+        if m["event"] in ("frame", "delta"):
+            rid = m["data"]["response_id"]
+            bubbles[rid] = apply_delta(bubbles.get(rid, ""), m["data"]["offset"], m["data"]["text"])
+    assert bubbles[f"{op_id}:r1"] == "Tool echo returned: ping"
+    assert any(m["event"] == "delta" for m in got)
+    assert all(m["id"] is None for m in got if m["event"] == "delta")
+
+    # Another user's subscribe is refused like a missing session and records nothing.
+    assert sent("conn-mallory") == [
+        {
+            "event": "error",
+            "id": None,
+            "data": {"code": "not_found", "message": "session not found"},
+        }
+    ]
+    assert _subscriptions(session) == [f"LIVE#{op_id}#conn-alice"]
+    app.routes(ws_event("$disconnect", "conn-alice", USER, None), FakeContext("LiveFunction"))
+    assert _subscriptions(session) == []
+
+
+@pytest.mark.parametrize(
+    ("body", "route", "code"),
+    [
+        ("{not json", "subscribe", "invalid_json"),
+        (
+            '{"action": "subscribe", "session_id": "s", "turn_id": "t", "cursor": -1}',
+            "subscribe",
+            "invalid_message",
+        ),
+        (
+            '{"action": "subscribe", "session_id": "s", "turn_id": "t", "extra": 1}',
+            "subscribe",
+            "invalid_message",
+        ),
+        ('{"action": "publish"}', "$default", "unknown_action"),
+        ('{"action": "subscribe", "pad": "' + "x" * 5000 + '"}', "subscribe", "message_too_large"),
+    ],
+)
+def test_bad_messages_get_an_error_frame_and_change_nothing(
+    stack: Deployed, body: str, route: str, code: str
+) -> None:
+    app = load_function_module("live")
+    _start("ws-bad", "op-ws-bad1", "hello")
+    app.routes(ws_event(route, "conn-bad", USER, body), FakeContext("LiveFunction"))
+
+    [only] = sent("conn-bad")
+    assert only["event"] == "error"
+    assert only["data"]["code"] == code
+    assert _subscriptions("ws-bad") == []
+
+
+def test_a_subscribe_to_an_ended_turn_gets_its_events_and_end_and_no_subscription(
+    stack: Deployed,
+) -> None:
+    app = load_function_module("live")
+    _start("ws-late", "op-ws-late", "hello")
+    _execute(stack, "ws-late", "op-ws-late")
+    _subscribe(app, "conn-late", USER, "ws-late", "op-ws-late")
+
+    got = sent("conn-late")
+    assert [m["event"] for m in got] == ["status", "entry", "entry", "end"]
+    assert got[-1]["data"]["status"] == "completed"
+    assert _subscriptions("ws-late") == []

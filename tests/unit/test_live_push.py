@@ -1,0 +1,93 @@
+"""The steps' WebSocket pusher on a real local turn: subscriptions in a moto table, a
+management client that refuses some connections. A push failure never fails a step; a
+connection that is gone is dropped; the others still get the whole turn."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from tests.integration.turns_support import USER, make_harness
+from tests.support.aws_template import create_table, load_template
+from turnkeep.harness import run_turn
+from turnkeep.live.connections import Connections
+from turnkeep.live.push import WebSocketPusher
+
+TABLE = "live-table"
+
+
+class Management:
+    """A management API whose `post_to_connection` fails for some connections."""
+
+    def __init__(self, gone: set[str], broken: set[str]) -> None:
+        self.gone, self.broken = gone, broken
+        self.sent: dict[str, list[dict[str, Any]]] = {}
+
+    def post_to_connection(self, *, ConnectionId: str, Data: bytes) -> None:
+        if ConnectionId in self.gone:
+            raise ClientError({"Error": {"Code": "GoneException"}}, "PostToConnection")
+        if ConnectionId in self.broken:
+            raise ClientError({"Error": {"Code": "InternalServerError"}}, "PostToConnection")
+        self.sent.setdefault(ConnectionId, []).append(json.loads(Data))
+
+
+@pytest.fixture
+def connections(monkeypatch: pytest.MonkeyPatch) -> Iterator[Connections]:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with mock_aws():
+        client = boto3.client("dynamodb")
+        create_table(client, TABLE, load_template())
+        yield Connections(client, TABLE)
+
+
+def test_a_gone_or_failing_connection_never_fails_the_turn_and_a_gone_one_is_dropped(
+    tmp_path: Path, connections: Connections
+) -> None:
+    h = make_harness(tmp_path)
+    management = Management(gone={"c-gone"}, broken={"c-broken"})
+    pusher = WebSocketPusher(connections, management)
+    h.deps = replace(h.deps, live=pusher)
+    op = "op-push-1"
+    for conn in ("c-ok", "c-gone", "c-broken"):
+        connections.subscribe(h.session_id, op, conn, USER, 0)
+
+    result = run_turn(h.deps, h.session_id, USER, "hello there", op_id=op)
+
+    assert result.status == "completed"
+    got = management.sent["c-ok"]
+    # The user's entry (start_turn's commit), the reply's entry, the end; frames between.
+    kinds = [m["event"] for m in got if m["event"] not in ("delta", "frame")]
+    assert kinds == ["entry", "entry", "end"]
+    assert got[-1]["data"]["status"] == "completed"
+    assert "".join(m["data"]["text"] for m in got if m["event"] == "delta") == (
+        "You said: hello there"
+    )
+    remaining = {s.connection_id for s in connections.subscribers(h.session_id, op)}
+    assert remaining == {"c-ok", "c-broken"}
+    assert pusher.stats.gone == 1
+    assert pusher.stats.failures >= 1
+
+
+def test_a_turn_nobody_watches_reads_its_subscribers_and_posts_nothing(
+    tmp_path: Path, connections: Connections
+) -> None:
+    h = make_harness(tmp_path)
+    management = Management(gone=set(), broken=set())
+    pusher = WebSocketPusher(connections, management)
+    h.deps = replace(h.deps, live=pusher)
+
+    result = run_turn(h.deps, h.session_id, USER, "hello", op_id="op-push-2")
+
+    assert result.status == "completed"
+    assert management.sent == {}
+    assert pusher.stats.posts == 0
