@@ -27,8 +27,11 @@ from mangum import Mangum
 
 from turnkeep.api import ApiSettings, StepFunctionsLauncher, create_app, lambda_authenticator
 from turnkeep.aws_clients import shared_client
-from turnkeep.aws_lambda.container import runtime
+from turnkeep.aws_lambda.container import load_container_agent, runtime
 from turnkeep.aws_lambda.tracing import lambda_tracer
+
+# The agent (TURNKEEP_AGENT) is imported during init: a bad reference is the init error.
+load_container_agent()
 
 # The service name is the template's POWERTOOLS_SERVICE_NAME: not overridden here.
 logger = Logger()

@@ -32,9 +32,12 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from turnkeep.aws_lambda.container import runtime
+from turnkeep.aws_lambda.container import load_container_agent, runtime
 from turnkeep.aws_lambda.step_events import StepEventError, StepName, run_step
 from turnkeep.aws_lambda.tracing import lambda_tracer
+
+# The agent (TURNKEEP_AGENT) is imported during init: a bad reference is the init error.
+load_container_agent()
 
 # The service name is the template's POWERTOOLS_SERVICE_NAME: not overridden here.
 logger = Logger()

@@ -1,3 +1,35 @@
-"""turnkeep: durable AI-agent turns on AWS serverless."""
+"""turnkeep: durable AI-agent turns on AWS serverless.
+
+`from turnkeep import Agent, tool` is the public way to define an agent (docs/agent.md). The
+names load on first use, so `import turnkeep.<module>` alone (a Lambda handler) pays nothing
+for them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from turnkeep.agent import Agent, tool
+    from turnkeep.tools.base import Tool, ToolContext, ToolResult
+
+_EXPORTS = {
+    "Agent": "turnkeep.agent",
+    "tool": "turnkeep.agent",
+    "Tool": "turnkeep.tools.base",
+    "ToolContext": "turnkeep.tools.base",
+    "ToolResult": "turnkeep.tools.base",
+}
+
+__all__ = ["Agent", "Tool", "ToolContext", "ToolResult", "__version__", "tool"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'turnkeep' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -116,3 +117,22 @@ def test_demo_output_explains_its_notation_and_never_hides_lines_of_a_tool_resul
     assert "<- working_notes_get [ok] the deploy region is eu-west-1 (+1 more line)\n" in text
     assert "completed, 1 model round, " in text
     assert "model rounds" in text  # plural where it is plural
+
+
+def test_the_in_process_chat_ends_every_turn_with_its_status_rounds_and_tokens_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key in [k for k in os.environ if k.startswith("TURNKEEP_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.chdir(tmp_path)
+    lines = io.StringIO('hello\ncall calculator {"expression": "6*7"}\n/quit\n')
+    out = io.StringIO()
+
+    code = cli.run_chat(cli.build_parser().parse_args(["chat", "--session", "chat-2"]), lines, out)
+
+    text = out.getvalue()
+    assert code == 0
+    ends = re.findall(
+        r"\[turn op-\w+: completed, (\d) model rounds?, \d+ in / \d+ out tokens\]", text
+    )
+    assert ends == ["1", "2"], text

@@ -18,11 +18,19 @@ STARTUP_TIMEOUT_S = 60.0
 
 class RealServer:
     """One local API server over `data_dir` (SQLite, scripted model, dev tokens); `extra_env`
-    adds settings (e.g. `TURNKEEP_APPROVAL_TIMEOUT_SECONDS`)."""
+    adds settings (e.g. `TURNKEEP_APPROVAL_TIMEOUT_SECONDS`); `command` replaces
+    `python -m turnkeep.api` (e.g. `turnkeep serve --agent ...`; `--port 0` is added)."""
 
-    def __init__(self, data_dir: Path, *, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        extra_env: dict[str, str] | None = None,
+        command: list[str] | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.extra_env = dict(extra_env or {})
+        self.command = command or [sys.executable, "-m", "turnkeep.api"]
         self.process: subprocess.Popen[str] | None = None
         self.url = ""
         self.stderr: list[str] = []
@@ -33,7 +41,7 @@ class RealServer:
         env["TURNKEEP_LOCAL_DIR"] = str(self.data_dir)
         env.update(self.extra_env)
         process = subprocess.Popen(
-            [sys.executable, "-m", "turnkeep.api", "--port", str(port), "--log-level", "warning"],
+            [*self.command, "--port", str(port), "--log-level", "warning"],
             cwd=self.data_dir.parent,
             env=env,
             stdout=subprocess.PIPE,

@@ -62,7 +62,7 @@ def test_turnkeeps_packages_and_root_modules_import_each_other_without_cycles() 
 ROOT_MODULES = {"__init__", "aws_clients", "session_ids", "system_prompt"}
 """Shared by several layers: the AWS client cache (storage, envelope, aws_lambda), the
 session-id rule (storage, envelope, api), the system-prompt fold (providers, notes, harness)."""
-ENGINE = {"storage", "envelope", "providers", "tools", "notes", "harness"}
+ENGINE = {"storage", "envelope", "providers", "tools", "notes", "agent", "harness"}
 ENTRY_POINTS = {"api", "cli", "aws_lambda"}
 
 

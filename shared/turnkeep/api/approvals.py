@@ -76,7 +76,12 @@ class ApprovalList(BaseModel):
     approvals: list[PendingApproval]
 
 
-_STATUS_CODES = {404: "not_found", 409: "approval_conflict", 422: "invalid_decision"}
+_STATUS_CODES = {
+    404: "not_found",
+    409: "approval_conflict",
+    422: "invalid_decision",
+    503: "unavailable",
+}
 
 
 @router.post(
@@ -109,8 +114,13 @@ def decide_call(
         )
     except ApprovalError as exc:
         field = "arguments" if exc.status == 422 else None
+        retry = {"Retry-After": "5"} if exc.status == 503 else None
         raise ApiError(
-            exc.status, _STATUS_CODES.get(exc.status, "bad_request"), str(exc), field=field
+            exc.status,
+            _STATUS_CODES.get(exc.status, "bad_request"),
+            str(exc),
+            field=field,
+            headers=retry,
         ) from None
     wake(ctx.launcher, session_id, turn_id, [decided.token] if decided.token else [])
     return DecisionAccepted(turn_id=turn_id, call_id=call_id, decision=body.decision)

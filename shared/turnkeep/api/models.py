@@ -77,6 +77,12 @@ class CreateSessionRequest(_Body):
         description="client-chosen id (1-128 of A-Z a-z 0-9 . _ : -); 409 when taken",
     )
     title: StrictStr | None = Field(default=None, description="host meta `title` (≤ 1 KiB)")
+    persona_snapshot: StrictStr | None = Field(
+        default=None,
+        alias="personaSnapshot",
+        description="host meta `personaSnapshot` (≤ 128 KiB): standing orders folded after the "
+        "agent's instructions in every turn's system prompt (docs/envelope.md)",
+    )
 
 
 class StartTurnRequest(_Body):
@@ -86,7 +92,13 @@ class StartTurnRequest(_Body):
     model: StrictStr | None = Field(
         default=None,
         max_length=512,
-        description="model spec; must be the server default or in its allow-list",
+        description="model spec; must be the server default or in its allow-list (absent: the "
+        "session's `selectedModel`, else the default)",
+    )
+    model_settings: dict[str, Any] | None = Field(
+        default=None,
+        description="model settings of this turn over the agent's (only those the agent lets a "
+        "turn set, docs/agent.md; by default max_tokens, temperature, top_p, stop)",
     )
 
 

@@ -11,13 +11,15 @@ process drives (a `turnkeep chat` on the same file) is left alone
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import ipaddress
 import logging
 import socket
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from turnkeep.api.app import create_app
 from turnkeep.api.auth import LocalDevAuthenticator
@@ -37,6 +39,32 @@ DEFAULT_PORT = 8787
 logger = logging.getLogger("turnkeep.api")
 
 
+def _quiet_server(config: Any) -> Any:
+    """A uvicorn server that ends on SIGINT/SIGTERM by returning, not by re-raising the signal.
+
+    uvicorn raises a captured signal again once it has shut down, which kills the process
+    before `serve` closes the tool worker pool and the stores (the resource tracker then warns
+    of leaked semaphores). Here the signal is kept in `captured` for the exit status instead.
+    """
+    import uvicorn
+
+    class QuietServer(uvicorn.Server):
+        captured: list[int]
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    self.captured = list(self._captured_signals)
+                    self._captured_signals.clear()
+
+    server = QuietServer(config)
+    server.captured = []
+    return server
+
+
 class PortBusyError(Exception):
     """The address is taken; `str()` is the one line to show."""
 
@@ -51,6 +79,7 @@ class ServeOptions:
     envelope: str | None = None
     model: str | None = None
     log_level: str = "info"
+    agent: str | None = None
 
 
 def resume_unfinished(runtime: Runtime, launcher: LocalLauncher) -> list[str]:
@@ -160,7 +189,7 @@ def serve(
 
     check_port(options.port)
     settings = local_settings(
-        storage=options.storage, envelope=options.envelope, model=options.model
+        storage=options.storage, envelope=options.envelope, model=options.model, agent=options.agent
     )
     api_settings = load_settings(ApiSettings)
     for spec in api_settings.allowed_models:
@@ -186,8 +215,8 @@ def serve(
     # The turns run in this process: their live text and commits reach the event streams.
     runtime.deps.live = LiveHub()
     if extra_tools is not None:
-        base, more = runtime.deps.tools, extra_tools
-        runtime.deps.tools = lambda sid, uid: [*base(sid, uid), *more(sid, uid)]
+        base, more = runtime.deps.agent.tools, extra_tools
+        runtime.deps.tools = lambda sid, uid: [*base, *more(sid, uid)]
     launcher = LocalLauncher(
         runtime.deps, workers=api_settings.local_workers, max_pending=api_settings.local_max_pending
     )
@@ -202,16 +231,18 @@ def serve(
         shown_host = f"[{options.host}]" if ":" in options.host else options.host
         out.write(f"turnkeep api listening on http://{shown_host}:{port}\n")
         out.write(
-            f"storage {runtime.storage_url}; model {settings.model}; "
+            f"storage {runtime.storage_url}; agent {runtime.deps.agent.name}; "
+            f"model {runtime.settings.model}; "
             "auth: 'Authorization: Bearer dev-<user>'\n"
         )
         out.write(f"console: http://{shown_host}:{port}/\n")
         out.flush()
-        server = uvicorn.Server(uvicorn.Config(app, log_level=options.log_level, lifespan="off"))
+        server = _quiet_server(uvicorn.Config(app, log_level=options.log_level, lifespan="off"))
         server.run(sockets=[sock])
     finally:
         sock.close()
         launcher.shutdown(wait=True)
         tool_runner.close()
         runtime.close()
-    return 0
+    # Ended by a signal: the shell's status for it (128 + its number), after a clean shutdown.
+    return 128 + server.captured[-1] if server.captured else 0

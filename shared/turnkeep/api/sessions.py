@@ -51,7 +51,11 @@ def create_session(ctx: Ctx, user: User, body: CreateSessionRequest | None = Non
     """Create a session owned by the caller (409 when a client-chosen id is taken)."""
     request = body or CreateSessionRequest()
     session_id = request.session_id or f"s-{uuid.uuid4().hex}"
-    host = {} if request.title is None else {"title": request.title}
+    host: dict[str, str] = {}
+    if request.title is not None:
+        host["title"] = request.title
+    if request.persona_snapshot is not None:
+        host["personaSnapshot"] = request.persona_snapshot
     try:
         envelope = ctx.runtime.envelopes.create(session_id, user, host)
     except EnvelopeExistsError:
@@ -59,7 +63,8 @@ def create_session(ctx: Ctx, user: User, body: CreateSessionRequest | None = Non
             409, "session_exists", f"session_id: {session_id!r} is taken", field="session_id"
         ) from None
     except MetaValidationError as exc:
-        raise ApiError(422, "validation_error", str(exc), field="title") from None
+        field = "personaSnapshot" if "personaSnapshot" in str(exc) else "title"
+        raise ApiError(422, "validation_error", str(exc), field=field) from None
     return session_view(envelope)
 
 

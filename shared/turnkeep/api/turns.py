@@ -70,18 +70,46 @@ def _check_text(ctx: ApiContext, text: str) -> None:
         )
 
 
-def _check_model(ctx: ApiContext, model: str | None) -> None:
+def allowed_models(ctx: ApiContext) -> list[str]:
+    """The default model first, then every other spec a turn may name (the agent's
+    `allowed_models` and TURNKEEP_ALLOWED_MODELS)."""
+    default = ctx.runtime.settings.model
+    others = [*ctx.runtime.deps.agent.allowed_models, *ctx.settings.allowed_models]
+    return [default, *sorted(set(others) - {default})]
+
+
+def _check_model(ctx: ApiContext, model: str | None, field: str = "model") -> None:
     if model is None:
         return
-    allowed = {ctx.runtime.settings.model, *ctx.settings.allowed_models}
+    allowed = allowed_models(ctx)
     if model not in allowed:
         raise ApiError(
             422,
             "model_not_allowed",
-            f"model: {model!r} is not offered by this server; "
+            f"{field}: {model!r} is not offered by this server; "
             f"allowed: {', '.join(sorted(allowed))}",
-            field="model",
+            field=field,
         )
+
+
+def _turn_model(ctx: ApiContext, body: StartTurnRequest, envelope: Envelope) -> str:
+    """The turn's model: the body's, else the session's `selectedModel`, else the default
+    (each checked against the allowed models)."""
+    if body.model is not None:
+        return body.model
+    selected = envelope.meta.get("selectedModel")
+    if isinstance(selected, str) and selected:
+        _check_model(ctx, selected, "selectedModel")
+        return selected
+    return ctx.runtime.settings.model
+
+
+def _check_settings(ctx: ApiContext, body: StartTurnRequest) -> None:
+    try:
+        ctx.runtime.deps.agent.turn_model_settings(body.model_settings)
+    except ValueError as exc:
+        field = str(exc).split(":", 1)[0]
+        raise ApiError(422, "validation_error", str(exc), field=field) from None
 
 
 def _free_or_409(ctx: ApiContext, user: str, session_id: str, envelope: Envelope) -> Envelope:
@@ -124,19 +152,22 @@ def start(
     """Start a turn: record the message, hand the turn to the orchestrator, answer at once."""
     _check_text(ctx, body.text)
     _check_model(ctx, body.model)
+    _check_settings(ctx, body)
     deps = ctx.runtime.deps
     op_id = new_op_id()
-    inp = StartTurnInput(
-        session_id=session_id,
-        op_id=op_id,
-        user_id=user,
-        text=body.text,
-        # Recorded with the turn: a resumed turn keeps its model if the default changes.
-        model=body.model or ctx.runtime.settings.model,
-    )
     with ctx.storage(session_id) as storage:
         # The envelope and the branch head in one read where the stores share a table.
         envelope = ctx.owned_ahead(user, storage, values=[head_address()], head=True)
+        inp = StartTurnInput(
+            session_id=session_id,
+            op_id=op_id,
+            user_id=user,
+            text=body.text,
+            # Recorded with the turn (and its settings): a resumed turn keeps its model even
+            # if the default or the session's selection changes.
+            model=_turn_model(ctx, body, envelope),
+            model_settings=body.model_settings,
+        )
         busy = envelope.meta.get("turnStatus") in ("running", "cancelling", "awaiting_approval")
         if (
             not busy

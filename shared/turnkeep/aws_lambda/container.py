@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
+from turnkeep.agent.definition import Agent
+from turnkeep.runtime.agent_loading import AGENT_ENV, load_agent
 from turnkeep.runtime.build import Runtime, build_runtime
 from turnkeep.runtime.settings import TurnkeepSettings
 
@@ -19,6 +22,12 @@ def runtime() -> Runtime:
         if _RUNTIME is None:
             _RUNTIME = build_runtime(TurnkeepSettings())
         return _RUNTIME
+
+
+def load_container_agent() -> Agent:
+    """The agent TURNKEEP_AGENT names, loaded now: the handlers call this at import, so a bad
+    reference fails the container's init with its one line in the log (before any turn)."""
+    return load_agent(os.environ.get(AGENT_ENV, ""))
 
 
 def reset_runtime() -> None:

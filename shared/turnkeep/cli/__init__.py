@@ -42,7 +42,7 @@ def run_chat(args: argparse.Namespace, inp: TextIO, out: TextIO) -> int:
     """`turnkeep chat`: over the API with --url, else in-process on the local store."""
     if args.url is not None:
         return run_remote_chat(args, inp, out, sys.stderr)
-    settings = local_settings(model=args.model)
+    settings = local_settings(model=args.model, agent=args.agent)
     runtime = open_local_runtime(settings)
     try:
         return run_local_chat(args, runtime, inp, out)
@@ -76,6 +76,7 @@ def _serve(args: argparse.Namespace) -> int:
         envelope=args.envelope,
         model=args.model,
         log_level=args.log_level,
+        agent=args.agent,
     )
     try:
         return serve(options)
@@ -104,6 +105,15 @@ def _non_negative_seconds(value: str) -> float:
     return seconds
 
 
+def _add_agent(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--agent",
+        metavar="MODULE:ATTR",
+        help="the Agent to run, package.module:attribute (TURNKEEP_AGENT; default: the demo "
+        "agent; docs/agent.md)",
+    )
+
+
 def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = sub.add_parser(
         "serve",
@@ -122,6 +132,7 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--model", metavar="SPEC", help="default model spec (TURNKEEP_MODEL; default scripted)"
     )
     serve.add_argument("--log-level", default="info", help="uvicorn log level")
+    _add_agent(serve)
 
 
 def _add_chat(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -152,6 +163,7 @@ def _add_chat(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--token",
         help=f"with --url: bearer token (default: ${TOKEN_ENV}, else the dev token of --user)",
     )
+    _add_agent(chat)
     chat.add_argument(
         "--turn-timeout",
         type=_positive_seconds,
@@ -202,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="seconds between streamed frames (to watch it stream)",
     )
+    _add_agent(demo)
     _add_sessions(sub)
     add_token_parser(sub)
     return parser
@@ -229,6 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _interrupt_on_sigterm()
         if args.command == "demo":
             return run_demo(args, sys.stdout)
+        if args.url is not None and args.agent is not None:
+            parser.error("--agent runs an agent in this process; with --url the server's runs")
         if args.url is None and args.token is not None:
             parser.error("--token needs --url (the in-process chat has no API to authenticate to)")
         if args.url is not None:

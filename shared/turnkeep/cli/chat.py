@@ -174,8 +174,8 @@ class LocalChat:
             if isinstance(exc, Terminated):
                 raise
             return
-        if result.status != "completed":
-            self.printer.notice(describe(result))
+        # Every turn ends with its line (status, rounds, tokens), as `chat --url` prints it.
+        self.printer.notice(describe(result))
 
     def _approve(self, result: TurnResult) -> TurnResult:
         """Ask about each waiting call, record the answers, drive the turn on."""
@@ -303,7 +303,11 @@ def run_local_chat(args: argparse.Namespace, runtime: Runtime, inp: TextIO, out:
         envelopes.put_host_meta(
             session_id, args.user, {**host, "toolApproval": args.require_approval}
         )
-    out.write(f"turnkeep chat: session {session_id} ({model}) in {runtime.storage_url}\n")
+    agent = runtime.deps.agent.name
+    out.write(
+        f"turnkeep chat: session {session_id} (agent {agent}, model {model}) in "
+        f"{runtime.storage_url}\n"
+    )
     printer = StreamPrinter(out)
     chat = LocalChat(runtime, session_id, args.user, model, printer, ask=prompt_asker(inp, printer))
     notice = chat.opening_notice()

@@ -74,7 +74,7 @@ def run_demo(args: argparse.Namespace, out: TextIO) -> int:
     # The demo's script is written for the scripted model; --delay shapes it (the spec is
     # recorded with each turn, so a resumed turn streams the same way).
     model = f"scripted?delay_ms={round(args.delay * 1000)}"
-    settings = local_settings(model=model)
+    settings = local_settings(model=model, agent=args.agent)
     runtime = open_local_runtime(settings)
     deps, envelopes, storage_url = runtime.deps, runtime.envelopes, runtime.storage_url
     session_id = f"demo-{uuid.uuid4().hex[:12]}"

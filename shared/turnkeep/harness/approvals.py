@@ -59,6 +59,12 @@ class ApprovalNotFoundError(ApprovalError):
     status = 404
 
 
+class ApprovalUnavailableError(ApprovalError):
+    """The decision cannot be checked now (an edited call's tool source cannot list)."""
+
+    status = 503
+
+
 class ApprovalConflictError(ApprovalError):
     """Already decided, or the turn ended or is being cancelled."""
 
@@ -320,6 +326,13 @@ def _checked_arguments(
         raise ApprovalInvalidError("arguments: an edit needs the arguments to run the call with")
     text = json.dumps(dict(arguments), ensure_ascii=False)
     registry = deps.registry(state.session_id, state.user_id)
+    unavailable = registry.unavailable_error(call.name)
+    if unavailable is not None:
+        # The edit cannot be checked now: the API answers 503 and nothing is decided.
+        raise ApprovalUnavailableError(
+            f"arguments: the edit of {call.name} cannot be checked now ({unavailable}); "
+            "nothing was decided, try again"
+        )
     parsed = registry.parse_arguments(call.name, text)
     if isinstance(parsed, ToolResult):
         raise ApprovalInvalidError(f"arguments: {parsed.content}")

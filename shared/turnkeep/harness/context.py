@@ -43,6 +43,7 @@ from turnkeep.providers.compaction import (
     summary_message,
 )
 from turnkeep.providers.context import ContextWindow
+from turnkeep.providers.settings import ModelSettings
 from turnkeep.storage import JsonValue, UsageRow, Write, insert_entry, insert_usage, set_value
 
 CHARS_PER_TOKEN: Final = 4
@@ -231,8 +232,11 @@ def prepare_round(
     round_: int,
     head: str | None,
     target: int | None = None,
+    settings: ModelSettings | None = None,
 ) -> PreparedRound:
     """The round's request within the model's budget, compacting first when the plan says so.
+
+    `settings` (the turn's model settings) go on the round's request, not on a compaction's.
 
     Raises ContextBudgetError (the turn cannot fit) and the compaction call's ModelError.
     """
@@ -271,7 +275,9 @@ def prepare_round(
     messages.extend(item.message for item in plan.kept)
     if pending:
         messages.append(tool_message(list(pending)))
-    request = ModelRequest(system=system, messages=model_view(messages), tools=tools)
+    request = ModelRequest(
+        system=system, messages=model_view(messages), tools=tools, settings=settings
+    )
     estimated = request_tokens(request)
     factor = min(MAX_CALIBRATION, max(MIN_CALIBRATION, view.calibration))
     tokens = _calibrated(estimated, factor)

@@ -9,21 +9,22 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from turnkeep.agent.definition import Agent, demo_agent
+from turnkeep.agent.session_tools import session_registry
 from turnkeep.envelope import EnvelopeStore
 from turnkeep.harness.live import LiveSink
 from turnkeep.harness.transcript import TranscriptCache
 from turnkeep.notes import working_notes_tools
 from turnkeep.providers.base import ModelProvider
 from turnkeep.storage import Storage
-from turnkeep.system_prompt import DEFAULT_SYSTEM_PROMPT
 from turnkeep.tools.base import Tool
-from turnkeep.tools.builtin import builtin_tools
 from turnkeep.tools.isolation import InProcessRunner, ToolRunner
 from turnkeep.tools.registry import ToolRegistry
 
 ProviderResolver = Callable[[str | None], ModelProvider]
 ToolFactory = Callable[[str, str], Iterable[Tool[Any]]]
-"""(session_id, user_id) -> the session's tools besides the always-on working-notes tools."""
+"""(session_id, user_id) -> the session's tools besides the always-on working-notes tools (a
+low-level hook that replaces the agent's own tools; its tool sources are still listed)."""
 
 
 class HarnessLimits(BaseModel):
@@ -113,10 +114,6 @@ class HarnessLimits(BaseModel):
         return self
 
 
-def _default_tools(_session_id: str, _user_id: str) -> list[Tool[Any]]:
-    return builtin_tools()
-
-
 @dataclass
 class HarnessDeps:
     """Dependencies of the step functions; steps hold no other state.
@@ -124,15 +121,17 @@ class HarnessDeps:
     `open_storage(session_id)` returns a Storage the step closes when done. `provider` is one
     provider or a resolver from the turn's model spec (None = default) to a provider. One deps
     object serves one storage location (its transcript cache is keyed by session id).
+    `agent` is what its turns run (instructions, tools, sources, model settings); `tools`, when
+    set, replaces the agent's own tools (tests and embedding code).
     """
 
     open_storage: Callable[[str], Storage]
     envelopes: EnvelopeStore
     provider: ModelProvider | ProviderResolver
-    tools: ToolFactory = _default_tools
+    tools: ToolFactory | None = None
     clock: Callable[[], float] = time.time
     limits: HarnessLimits = field(default_factory=HarnessLimits)
-    default_system: str = DEFAULT_SYSTEM_PROMPT
+    agent: Agent = field(default_factory=demo_agent)
     tool_runner: ToolRunner = field(default_factory=InProcessRunner)
     """Where tool handlers run: in the step's thread (default; Lambda isolates each tool step),
     or a `ProcessPoolRunner` in the local server (time-limited, killable)."""
@@ -142,6 +141,11 @@ class HarnessDeps:
     """Where watchers of a running turn get its live text and committed events (None: nobody
     watches but through storage; docs/api.md, "Live events")."""
 
+    @property
+    def default_system(self) -> str:
+        """The prompt the system folds start from: the agent's instructions or the default."""
+        return self.agent.system_prompt
+
     def provider_for(self, model: str | None) -> ModelProvider:
         """The provider that runs a turn whose model spec is `model`."""
         if isinstance(self.provider, ModelProvider):
@@ -149,7 +153,9 @@ class HarnessDeps:
         return self.provider(model)
 
     def registry(self, session_id: str, user_id: str) -> ToolRegistry:
-        """The session's tools plus the always-on working-notes tools bound to it."""
-        # Notes tools first: a session tool reusing one of their names is a registry error.
-        registry = ToolRegistry(working_notes_tools(self.envelopes, user_id, session_id))
-        return registry.extend(self.tools(session_id, user_id))
+        """The always-on working-notes tools bound to the session, the agent's tools (or the
+        `tools` hook's) and what the agent's sources list now (`unavailable`: those that could
+        not list; each caller applies the failure rule of docs/agent.md)."""
+        notes = working_notes_tools(self.envelopes, user_id, session_id)
+        extra = self.tools(session_id, user_id) if self.tools is not None else None
+        return session_registry(self.agent, notes, extra)

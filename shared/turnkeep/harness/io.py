@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,11 +20,13 @@ class StepIO(BaseModel):
 
 
 class StartTurnInput(StepIO):
-    """Start a turn: the user's message and the turn's model spec (None = default)."""
+    """Start a turn: the user's message, the turn's model spec (None = default) and its model
+    settings over the agent's (checked by `Agent.turn_model_settings`; None = the agent's)."""
 
     user_id: str = Field(min_length=1, max_length=256)
     text: str = Field(min_length=1)
     model: str | None = None
+    model_settings: dict[str, Any] | None = None
 
 
 class StartTurnOutput(StepIO):

@@ -16,7 +16,7 @@ Operation scope `ephemeral_scope(op)` (progress, retired by the terminal commit)
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -75,6 +75,9 @@ class OperationState(_Model):
     session_id: str
     user_id: str
     model: str | None = None
+    model_settings: dict[str, Any] | None = None
+    """The model settings the turn runs with (the agent's merged with the turn's), recorded at
+    its start so a resumed turn keeps them; None: the agent's current ones."""
     round: int = 0
     """The next model round to run; rounds below it are settled entries."""
     started_at: float

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from turnkeep.agent.definition import Agent
 from turnkeep.envelope import EnvelopeStore, open_envelope_store
 from turnkeep.harness import HarnessDeps, HarnessLimits
 from turnkeep.harness.deps import ProviderResolver
 from turnkeep.providers.base import ModelProvider
+from turnkeep.runtime.agent_settings import with_agent
 from turnkeep.runtime.settings import TurnkeepSettings
 from turnkeep.storage import Storage, open_repository, open_storage
 
@@ -61,12 +63,16 @@ def build_runtime(
     settings: TurnkeepSettings | None = None,
     *,
     provider: ModelProvider | ProviderResolver | None = None,
+    agent: Agent | None = None,
 ) -> Runtime:
     """Open the envelope store and wire HarnessDeps for `settings` (default: the environment).
 
     Empty storage/envelope URLs mean local SQLite under `settings.local_dir` (created here).
+    The agent is `agent`, else the one `settings.agent` names (ConfigError when it cannot be
+    loaded); the default model is TURNKEEP_MODEL's when set, else the agent's.
     """
     settings = settings or TurnkeepSettings()
+    settings, loaded = with_agent(settings, agent=agent)
     if not settings.storage_url or not settings.envelope_url:
         settings.local_dir.mkdir(parents=True, exist_ok=True)
     storage_url = settings.storage_url_or_local()
@@ -80,6 +86,7 @@ def build_runtime(
         envelopes=envelopes,
         provider=provider if provider is not None else provider_resolver(settings.model),
         limits=limits_from_settings(settings),
+        agent=loaded,
     )
     if settings.ws_endpoint:
         from turnkeep.live.push import websocket_pusher

@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
-from pydantic_settings import SettingsError
 
 CONFIG_EXIT_STATUS = 2
 """Exit status of the `turnkeep` command for a configuration error (as argparse uses)."""
@@ -86,6 +85,10 @@ def env_name(cls: type[BaseModel], field: str) -> str:
 
 def load_settings(cls: type[S], environ: Mapping[str, str] | None = None) -> S:
     """`cls()` from the environment; ConfigError (one line) when a value is not accepted."""
+    # Imported here: the step handlers load the agent through this module and never need
+    # pydantic-settings (its import costs a cold start ~30 ms, docs/step-functions.md).
+    from pydantic_settings import SettingsError
+
     env = os.environ if environ is None else environ
     try:
         return cls()
@@ -108,12 +111,15 @@ def load_settings(cls: type[S], environ: Mapping[str, str] | None = None) -> S:
 
 def check_model_spec(spec: str, source: str) -> str:
     """`spec` if it names a provider this process can build; ConfigError naming `source`."""
+    from turnkeep.providers.credentials import CredentialError
     from turnkeep.providers.factory import ProviderConfigError, provider_from_config
 
     try:
         provider_from_config(spec)
     except ProviderConfigError as exc:
         raise ConfigError(config_problem(source, spec, _after_spec(str(exc)))) from None
+    except CredentialError as exc:  # a key reference that cannot be resolved (key=env:NOPE)
+        raise ConfigError(config_problem(source, spec, f"its key: {exc}")) from None
     return spec
 
 

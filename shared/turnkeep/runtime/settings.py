@@ -48,7 +48,13 @@ class TurnkeepSettings(BaseModel):
 
     storage_url: str = Field(default="", description="open_storage URL; '' = local SQLite file")
     envelope_url: str = Field(default="", description="envelope store URL; '' = local SQLite file")
-    model: str = Field(default="scripted", description="'scripted' | 'bedrock:<id>' | 'openai:…'")
+    agent: str = Field(
+        default="", description="the Agent to run, package.module:attribute; '' = the demo agent"
+    )
+    model: str = Field(
+        default="scripted",
+        description="'scripted' | 'bedrock:<id>' | 'openai:…'; unset or '' = the agent's model",
+    )
     max_steps: int = Field(default=16, ge=1, le=1000, description="model rounds per turn")
     wall_clock_seconds: float = Field(default=300.0, gt=0, description="turn deadline")
     frame_interval_ms: int = Field(
@@ -102,13 +108,24 @@ class TurnkeepSettings(BaseModel):
         return self.envelope_url or self.local_db_url()
 
 
+def model_is_set(settings: TurnkeepSettings) -> bool:
+    """Whether TURNKEEP_MODEL (or --model) names a model, rather than leaving the agent's."""
+    return "model" in settings.model_fields_set and bool(settings.model.strip())
+
+
 def local_settings(
-    *, storage: str | None = None, envelope: str | None = None, model: str | None = None
+    *,
+    storage: str | None = None,
+    envelope: str | None = None,
+    model: str | None = None,
+    agent: str | None = None,
 ) -> TurnkeepSettings:
-    """Settings from the environment with command-line flags on top, the model spec checked.
+    """Settings from the environment with command-line flags on top, the agent loaded and the
+    model spec (TURNKEEP_MODEL / --model, else the agent's) checked.
 
     Raises ConfigError (one line naming the variable or flag) for any value not accepted.
     """
+    from turnkeep.runtime.agent_settings import with_agent
     from turnkeep.runtime.config_errors import check_model_spec, load_settings
 
     settings = load_settings(TurnkeepSettings)
@@ -119,6 +136,15 @@ def local_settings(
         update["envelope_url"] = envelope
     if model is not None:
         update["model"] = model
+    if agent is not None:
+        update["agent"] = agent
     settings = settings.model_copy(update=update)
-    check_model_spec(settings.model, "--model" if model is not None else "TURNKEEP_MODEL")
+    explicit = model_is_set(settings)
+    settings, loaded = with_agent(settings, source="--agent" if agent is not None else None)
+    if explicit:
+        check_model_spec(settings.model, "--model" if model is not None else "TURNKEEP_MODEL")
+    else:
+        check_model_spec(settings.model, f"the model of agent {loaded.name!r}")
+    for spec in loaded.allowed_models:
+        check_model_spec(spec, f"the allowed_models of agent {loaded.name!r}")
     return settings

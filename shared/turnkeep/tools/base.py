@@ -43,6 +43,7 @@ class Tool(Generic[A]):
     tool bounded by design (or bound to live objects of the process) so it always runs in the
     calling thread. `requires_approval`: each call pauses the turn until a person approves,
     edits or denies it (a session can ask for more through its `toolApproval` host key).
+    A plain function becomes one through `turnkeep.tool` (`turnkeep.agent.function_tool`).
     """
 
     name: str
@@ -53,6 +54,9 @@ class Tool(Generic[A]):
     isolation: Literal["process", "in_process"] = "process"
     requires_approval: bool = False
     """Every call waits for a person's decision first (docs/approvals.md)."""
+    timeout_seconds: float | None = None
+    """The call's limit in every runner (None: the runner's; the local server's
+    `TURNKEEP_TOOL_TIMEOUT_SECONDS`, none in-process). docs/agent.md, "Timeouts"."""
 
     def spec(self) -> ToolSpec:
         """The JSON-schema description the model receives."""

@@ -40,12 +40,49 @@ class ToolRunner(Protocol):
         ...
 
 
+def run_in_process(tool: Tool[Any], args: BaseModel, ctx: ToolContext) -> ToolResult:
+    """Run the handler in this process, within the tool's `timeout_seconds` if it has one.
+
+    An `async def` function tool cancels itself at its limit. A synchronous handler cannot be
+    stopped from outside: it runs in a thread of its own, and past its limit the call ends
+    with a tool error while that thread is left to finish (its result is dropped).
+    """
+    timeout = tool.timeout_seconds
+    if timeout is None or getattr(tool, "bounds_itself", False):
+        return tool.run(args, ctx)
+    outcome: list[ToolResult | BaseException] = []
+
+    def call() -> None:
+        try:
+            outcome.append(tool.run(args, ctx))
+        except BaseException as exc:  # re-raised in the caller's thread below
+            outcome.append(exc)
+
+    worker = threading.Thread(target=call, name=f"tool-{tool.name}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if not outcome:
+        logger.warning(
+            "tool %s passed its %.1f s limit in-process; left running", tool.name, timeout
+        )
+        return ToolResult(
+            f"Error: tool {tool.name} did not finish within its limit of {timeout:g} s; the "
+            "call was abandoned (its result, if any, is dropped).",
+            True,
+        )
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
 class InProcessRunner:
-    """Runs the handler in the calling thread (Lambda, tests, the in-process CLI)."""
+    """Runs the handler in this process (Lambda, tests, the in-process CLI), within the tool's
+    `timeout_seconds` (`run_in_process`)."""
 
     def run(self, tool: Tool[Any], args: BaseModel, ctx: ToolContext) -> ToolResult:
-        """Call the handler directly."""
-        return tool.run(args, ctx)
+        """Call the handler here."""
+        return run_in_process(tool, args, ctx)
 
     def close(self) -> None:
         """Nothing to release."""
@@ -74,7 +111,8 @@ def _pool_context() -> Any:
 
 
 class ProcessPoolRunner:
-    """Runs `isolation="process"` tools in a pool of `workers` processes, `timeout_seconds` each.
+    """Runs `isolation="process"` tools in a pool of `workers` processes, each call within its
+    tool's `timeout_seconds`, else this runner's `timeout_seconds`.
 
     A call past its limit ends with a tool error text; pebble kills its worker and starts a new
     one, so the pool keeps its size. A worker that dies (e.g. killed by the OS) is replaced the
@@ -97,7 +135,8 @@ class ProcessPoolRunner:
     def run(self, tool: Tool[Any], args: BaseModel, ctx: ToolContext) -> ToolResult:
         """Run `tool` in a worker process (or in this thread if it is declared in-process)."""
         if tool.isolation == "in_process":
-            return tool.run(args, ctx)
+            return run_in_process(tool, args, ctx)
+        timeout = tool.timeout_seconds or self.timeout_seconds
         payload = (tool, args, _portable(ctx))
         try:
             pickle.dumps(payload)  # fail here, with a clear message, not in the pool's feeder
@@ -114,23 +153,19 @@ class ProcessPoolRunner:
                 return ToolResult(
                     f"Error: tool {tool.name} was not run: the server is stopping", True
                 )
-            future = self._pool.schedule(
-                _call_in_worker, args=payload, timeout=self.timeout_seconds
-            )
-        return self._outcome(tool.name, future)
+            future = self._pool.schedule(_call_in_worker, args=payload, timeout=timeout)
+        return self._outcome(tool.name, future, timeout)
 
-    def _outcome(self, name: str, future: Any) -> ToolResult:
+    def _outcome(self, name: str, future: Any, timeout: float) -> ToolResult:
         from pebble import ProcessExpired
 
         try:
             result = future.result()
         except FutureTimeoutError:
-            logger.warning(
-                "tool %s passed its %.1f s limit; worker killed", name, self.timeout_seconds
-            )
+            logger.warning("tool %s passed its %.1f s limit; worker killed", name, timeout)
             return ToolResult(
                 f"Error: tool {name} did not finish within its limit of "
-                f"{self.timeout_seconds:g} s and was stopped (its worker process was killed "
+                f"{timeout:g} s and was stopped (its worker process was killed "
                 "and replaced). Try a smaller input.",
                 True,
             )

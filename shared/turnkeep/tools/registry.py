@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from turnkeep.providers.base import ToolSpec
 from turnkeep.tools.base import Tool, ToolContext, ToolResult
-from turnkeep.tools.isolation import ToolRunner
+from turnkeep.tools.isolation import ToolRunner, run_in_process
 
 MAX_ERROR_DETAILS = 8
 
@@ -35,13 +35,19 @@ def _valid_name(name: object) -> bool:
 class ToolRegistry:
     """An ordered set of tools keyed by name."""
 
-    def __init__(self, tools: Iterable[Tool[Any]] = ()) -> None:
+    def __init__(self, tools: Iterable[Tool[Any]] = (), *, source: str | None = None) -> None:
         self._tools: dict[str, Tool[Any]] = {}
+        self._sources: dict[str, str] = {}
+        self.unavailable: dict[str, str] = {}
+        """Tool sources that could not be listed: source name -> the error (it names it)."""
         for tool in tools:
-            self.register(tool)
+            self.register(tool, source=source)
 
-    def register(self, tool: Tool[Any]) -> None:
-        """Add `tool`; its name must be unique and match [A-Za-z0-9_-]{1,64} (provider limits)."""
+    def register(self, tool: Tool[Any], *, source: str | None = None) -> None:
+        """Add `tool`; its name must be unique and match [A-Za-z0-9_-]{1,64} (provider limits).
+
+        `source` labels where it comes from (`builtin`, `notes`, `function`, `mcp:<server>`).
+        """
         if not isinstance(tool, Tool):
             raise ToolRegistryError(f"register needs a Tool, got {type(tool).__name__}")
         if not _valid_name(tool.name):
@@ -53,12 +59,31 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ToolRegistryError(f"tool {tool.name!r} is already registered")
         self._tools[tool.name] = tool
+        if source is not None:
+            self._sources[tool.name] = source
 
-    def extend(self, tools: Iterable[Tool[Any]]) -> ToolRegistry:
+    def extend(self, tools: Iterable[Tool[Any]], *, source: str | None = None) -> ToolRegistry:
         """Register several tools; returns self for chaining."""
         for tool in tools:
-            self.register(tool)
+            self.register(tool, source=source)
         return self
+
+    def source_of(self, name: str) -> str | None:
+        """The label `name` was registered with (None: unlabelled or unknown)."""
+        return self._sources.get(name)
+
+    def mark_unavailable(self, source: str, error: str) -> None:
+        """Record that tool source `source` could not be listed (its tools are `source_*`)."""
+        self.unavailable[source] = error
+
+    def unavailable_error(self, name: str) -> str | None:
+        """The listing error of the unavailable source a tool called `name` would belong to."""
+        if name in self._tools:
+            return None
+        for source, error in self.unavailable.items():
+            if name.startswith(f"{source}_"):
+                return error
+        return None
 
     def get(self, name: str) -> Tool[Any] | None:
         """The tool called `name`, or None."""
@@ -97,6 +122,13 @@ class ToolRegistry:
     def parse_arguments(self, name: str, arguments: str) -> BaseModel | ToolResult:
         """Validated arguments for a call of `name`, or the error result the model should see."""
         tool = self._tools.get(name)
+        unavailable = self.unavailable_error(name) if tool is None else None
+        if unavailable is not None:
+            return ToolResult(
+                f"Error: tool {name} is unavailable: {unavailable}. The call did not run; try "
+                "again later or do without it.",
+                True,
+            )
         if tool is None:
             known = ", ".join(self._tools) or "(none)"
             return ToolResult(f"Error: unknown tool {name!r}. Available tools: {known}.", True)
@@ -130,7 +162,11 @@ class ToolRegistry:
             return parsed
         tool = self._tools[name]
         try:
-            result = runner.run(tool, parsed, ctx) if runner is not None else tool.run(parsed, ctx)
+            result = (
+                runner.run(tool, parsed, ctx)
+                if runner is not None
+                else run_in_process(tool, parsed, ctx)
+            )
         except Exception as exc:  # a tool bug must reach the model as text, not end the turn
             return ToolResult(f"Error: tool {name} failed: {type(exc).__name__}: {exc}", True)
         if not isinstance(result, ToolResult):

@@ -60,6 +60,7 @@ from turnkeep.providers.base import (
     ToolResultPart,
     ToolSpec,
 )
+from turnkeep.providers.settings import ModelSettings
 from turnkeep.storage import JsonValue, Storage, Write, set_value
 from turnkeep.system_prompt import resolve_system_for_meta
 
@@ -148,8 +149,14 @@ def model_step(
                     wrap_up=True,
                 )
             wrap_up = True  # one tools-off round so the model can answer with what it has
-        state, results = _settle_tool_results(storage, state)
         registry = deps.registry(state.session_id, state.user_id)
+        if registry.unavailable and not wrap_up:
+            # Nothing is committed yet: a retry of this round starts from the same place, and
+            # the last one's failure ends the turn with this text (docs/agent.md).
+            raise RetryableModelError(
+                "; ".join(registry.unavailable.values()), code="tool_source_unavailable"
+            )
+        state, results = _settle_tool_results(storage, state)
         provider = deps.provider_for(state.model)
         shape = _RoundShape(
             deps,
@@ -274,6 +281,13 @@ class _RoundShape:
         self._view = deps.transcripts.branch_view(storage, results.committed_head)
         self._deps, self._state, self._provider = deps, state, provider
         self._head, self._tools, self._pending = results.head, tools, results.parts
+        recorded = state.model_settings
+        settings = (
+            ModelSettings.model_validate(recorded)
+            if recorded is not None
+            else deps.agent.model_settings
+        )
+        self._settings = settings if settings != ModelSettings() else None
 
     def prepare(self, *, target: int | None = None) -> PreparedRound:
         return prepare_round(
@@ -287,6 +301,7 @@ class _RoundShape:
             round_=self._state.round,
             head=self._head,
             target=target,
+            settings=self._settings,
         )
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Mapping
+from typing import Any
 
 from turnkeep.envelope import EnvelopeConflictError, MetaScalar
 from turnkeep.harness.approvals import latest_expiry
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.envelope_io import commit_with_envelope
-from turnkeep.harness.errors import SessionNotFoundError, TurnConflictError
+from turnkeep.harness.errors import SessionNotFoundError, StepInputError, TurnConflictError
 from turnkeep.harness.io import FailTurnInput, StartTurnInput, StartTurnOutput
 from turnkeep.harness.state import (
     STARTABLE_STATUSES,
@@ -39,6 +40,7 @@ def start_turn(deps: HarnessDeps, inp: StartTurnInput) -> StartTurnOutput:
     Raises TurnConflictError when another turn runs, SessionNotFoundError without an envelope.
     """
     op = validate_op_id(inp.op_id)
+    _recorded_settings(deps, inp)  # a refused setting fails before the session is claimed
     envelope = deps.envelopes.get(inp.session_id)
     if envelope is None:
         raise SessionNotFoundError(f"session {inp.session_id!r} does not exist")
@@ -105,6 +107,7 @@ def _first_writes(deps: HarnessDeps, storage: Storage, inp: StartTurnInput, op: 
         session_id=inp.session_id,
         user_id=inp.user_id,
         model=inp.model,
+        model_settings=_recorded_settings(deps, inp),
         started_at=now,
         deadline_at=now + deps.limits.wall_clock_seconds,
         user_entry_id=user_entry_id(op),
@@ -121,6 +124,16 @@ def _first_writes(deps: HarnessDeps, storage: Storage, inp: StartTurnInput, op: 
         set_value(head_address(), state.user_entry_id),
         set_value(op_address(op), state.model_dump(mode="json")),
     ]
+
+
+def _recorded_settings(deps: HarnessDeps, inp: StartTurnInput) -> dict[str, Any] | None:
+    """The settings the turn runs with, as recorded (ValueError for a refused override)."""
+    try:
+        merged = deps.agent.turn_model_settings(inp.model_settings)
+    except ValueError as exc:
+        raise StepInputError(str(exc)) from None
+    recorded = merged.model_dump(mode="json", exclude_none=True)
+    return recorded or None
 
 
 def _overdue_seconds(

@@ -1,0 +1,221 @@
+"""`Agent`: the one definition of what a turn runs — instructions, tools, tool sources, model.
+
+An agent is checked when it is built: every problem (a tool name used twice or reusing a
+working-notes tool's, a bad name, settings a model would refuse) is one `AgentDefinitionError`
+line. `demo_agent()` is what runs when `TURNKEEP_AGENT` is unset. docs/agent.md is the reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from turnkeep.agent.function_tool import ToolDefinitionError, function_tool, valid_tool_name
+from turnkeep.notes.tools import WORKING_NOTES_TOOL_NAMES
+from turnkeep.providers.settings import ModelSettings
+from turnkeep.system_prompt import DEFAULT_SYSTEM_PROMPT
+from turnkeep.tools.base import Tool
+from turnkeep.tools.sources import ToolSource
+
+DEFAULT_TURN_SETTINGS: tuple[str, ...] = ("max_tokens", "temperature", "top_p", "stop")
+"""Model settings a turn may override unless the agent says otherwise (never `extra`, which
+passes provider fields through unchecked, nor `tool_choice`, unless the agent allows them)."""
+
+TOOL_SOURCES = frozenset({"builtin", "notes", "function"})
+
+
+class AgentDefinitionError(ValueError):
+    """An agent definition is not accepted; `str()` is the one line to show."""
+
+
+def _settings(name: str, value: ModelSettings | Mapping[str, Any] | None) -> ModelSettings:
+    if value is None:
+        return ModelSettings()
+    if isinstance(value, ModelSettings):
+        return value
+    if not isinstance(value, Mapping):
+        raise AgentDefinitionError(
+            f"agent {name!r}: model_settings must be a dict or ModelSettings, "
+            f"not {type(value).__name__}"
+        )
+    try:
+        return ModelSettings.model_validate(dict(value))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise AgentDefinitionError(
+            f"agent {name!r}: model_settings.{where}: {first['msg']}"
+        ) from None
+
+
+def _as_tool(agent: str, item: object) -> Tool[Any]:
+    if isinstance(item, Tool):
+        return item
+    if callable(item):
+        try:
+            return function_tool(item)
+        except ToolDefinitionError as exc:
+            raise AgentDefinitionError(f"agent {agent!r}: {exc}") from None
+    raise AgentDefinitionError(
+        f"agent {agent!r}: tools takes functions, @tool functions or Tool objects, "
+        f"not {type(item).__name__}"
+    )
+
+
+class Agent:
+    """What a turn runs: instructions, tools, tool sources (MCP servers) and model settings.
+
+    `instructions` replace the default system prompt (the persona, working-notes and skills
+    folds still follow, docs/envelope.md); None keeps the default. `tools` are plain functions,
+    `@tool` functions or `Tool` objects. `mcp_servers` are tool sources listed when a session's
+    tools are built. `model` is the default model spec when `TURNKEEP_MODEL` is unset;
+    `allowed_models` are the specs a turn may pick besides the default (joined with
+    `TURNKEEP_ALLOWED_MODELS`). `model_settings` apply to every round; `turn_settings` names the
+    settings a turn may override (docs/agent.md).
+    """
+
+    __slots__ = (
+        "allowed_models",
+        "builtin_names",
+        "description",
+        "instructions",
+        "mcp_servers",
+        "model",
+        "model_settings",
+        "name",
+        "tools",
+        "turn_settings",
+    )
+
+    def __init__(
+        self,
+        *,
+        name: str = "agent",
+        description: str = "",
+        instructions: str | None = None,
+        tools: Sequence[Tool[Any] | Callable[..., Any]] = (),
+        mcp_servers: Sequence[ToolSource] = (),
+        model: str | None = None,
+        allowed_models: Sequence[str] = (),
+        model_settings: ModelSettings | Mapping[str, Any] | None = None,
+        turn_settings: Collection[str] = DEFAULT_TURN_SETTINGS,
+        _builtin: Collection[str] = (),
+    ) -> None:
+        if not valid_tool_name(name):
+            raise AgentDefinitionError(
+                f"agent name {name!r} is invalid: use 1-64 characters of A-Z a-z 0-9 _ -"
+            )
+        if not isinstance(description, str):
+            raise AgentDefinitionError(f"agent {name!r}: description must be text")
+        if instructions is not None and (
+            not isinstance(instructions, str) or not instructions.strip()
+        ):
+            raise AgentDefinitionError(
+                f"agent {name!r}: instructions must be non-blank text (None keeps the default "
+                "system prompt)"
+            )
+        if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
+            raise AgentDefinitionError(f"agent {name!r}: tools must be a list")
+        built = tuple(_as_tool(name, item) for item in tools)
+        seen: set[str] = set()
+        for t in built:
+            if not valid_tool_name(t.name):
+                raise AgentDefinitionError(
+                    f"agent {name!r}: tool name {t.name!r} is invalid: use 1-64 characters of "
+                    "A-Z a-z 0-9 _ -"
+                )
+            if t.name in WORKING_NOTES_TOOL_NAMES:
+                raise AgentDefinitionError(
+                    f"agent {name!r}: tool name {t.name!r} is a working-notes tool's (always "
+                    f"offered: {', '.join(sorted(WORKING_NOTES_TOOL_NAMES))}); rename it"
+                )
+            if t.name in seen:
+                raise AgentDefinitionError(f"agent {name!r}: tool name {t.name!r} is used twice")
+            seen.add(t.name)
+        sources = tuple(mcp_servers)
+        source_names: set[str] = set()
+        for source in sources:
+            if not isinstance(source, ToolSource):
+                raise AgentDefinitionError(
+                    f"agent {name!r}: mcp_servers takes tool sources (turnkeep.mcp_server(...) "
+                    f"or a turnkeep.tools.sources.ToolSource), not {type(source).__name__}"
+                )
+            if not valid_tool_name(source.name) or len(source.name) > 62:
+                raise AgentDefinitionError(
+                    f"agent {name!r}: tool source name {source.name!r} is invalid: use 1-62 "
+                    "characters of A-Z a-z 0-9 _ - (its tools are named <source>_<tool>)"
+                )
+            if source.name in source_names:
+                raise AgentDefinitionError(
+                    f"agent {name!r}: tool source name {source.name!r} is used twice"
+                )
+            source_names.add(source.name)
+        for spec in (model, *allowed_models):
+            if spec is not None and (not isinstance(spec, str) or not spec.strip()):
+                raise AgentDefinitionError(f"agent {name!r}: a model spec must be non-blank text")
+        unknown = sorted(set(turn_settings) - set(ModelSettings.model_fields))
+        if unknown:
+            raise AgentDefinitionError(
+                f"agent {name!r}: turn_settings names {', '.join(unknown)}, not model settings "
+                f"(known: {', '.join(ModelSettings.model_fields)})"
+            )
+        self.name = name
+        self.description = description
+        self.instructions = instructions
+        self.tools: tuple[Tool[Any], ...] = built
+        self.mcp_servers: tuple[ToolSource, ...] = sources
+        self.model = model
+        self.allowed_models: tuple[str, ...] = tuple(allowed_models)
+        self.model_settings = _settings(name, model_settings)
+        self.turn_settings: frozenset[str] = frozenset(turn_settings)
+        self.builtin_names: frozenset[str] = frozenset(_builtin)
+
+    def __repr__(self) -> str:
+        return (
+            f"Agent(name={self.name!r}, tools={[t.name for t in self.tools]}, "
+            f"mcp_servers={[s.name for s in self.mcp_servers]}, model={self.model!r})"
+        )
+
+    @property
+    def system_prompt(self) -> str:
+        """The prompt the folds start from: the instructions, else the default prompt."""
+        return self.instructions if self.instructions is not None else DEFAULT_SYSTEM_PROMPT
+
+    def tool_source(self, tool_name: str) -> str:
+        """Where a tool of this agent comes from: `builtin` or `function` (console label)."""
+        return "builtin" if tool_name in self.builtin_names else "function"
+
+    def turn_model_settings(self, override: Mapping[str, Any] | None) -> ModelSettings:
+        """The agent's settings with a turn's override on top; ValueError (one line naming the
+        field) for a setting the agent does not let a turn change or a value it refuses."""
+        if not override:
+            return self.model_settings
+        refused = sorted(set(override) - self.turn_settings)
+        if refused:
+            allowed = ", ".join(sorted(self.turn_settings)) or "(none)"
+            raise ValueError(
+                f"model_settings.{refused[0]}: this agent does not let a turn set it "
+                f"(a turn may set: {allowed})"
+            )
+        try:
+            turn = ModelSettings.model_validate(dict(override))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ValueError(f"model_settings.{where}: {first['msg']}") from None
+        return self.model_settings.merged(turn)
+
+
+def demo_agent() -> Agent:
+    """turnkeep's demo agent: clock_now, calculator and echo, with the default prompt."""
+    from turnkeep.tools.builtin import builtin_tools
+
+    tools = builtin_tools()
+    return Agent(
+        name="demo",
+        description="turnkeep's demo agent: a clock, a calculator and an echo tool.",
+        tools=tools,
+        _builtin=[t.name for t in tools],
+    )

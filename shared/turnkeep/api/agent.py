@@ -1,0 +1,92 @@
+"""`GET /agent`: what the server's agent is — its prompt, models, settings and tools (read-only).
+
+The web console shows it; the shape is fixed (docs/api.md, "The agent"). Tools are listed the
+way a turn of the caller's would get them now, tool sources included: a source that cannot list
+its tools is in `unavailable_sources` with its error, and the answer is still 200.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from turnkeep.api.context import Ctx, User
+from turnkeep.api.models import error_responses
+from turnkeep.api.turns import allowed_models
+
+router = APIRouter(tags=["agent"], responses=error_responses(400, 401, 405, 503))
+
+AGENT_VIEW_SESSION = "agent-view"
+"""The session id the listed working-notes tools are bound to (never called from here)."""
+
+
+class AgentTool(BaseModel):
+    """One tool a turn is offered."""
+
+    name: str
+    description: str
+    source: str = Field(description="builtin | notes | function | mcp:<server>")
+    requires_approval: bool
+    replay_safe: bool
+    input_schema: dict[str, Any] = Field(description="the JSON schema of its arguments")
+
+
+class UnavailableSource(BaseModel):
+    """A tool source whose tools could not be listed now."""
+
+    name: str
+    error: str
+
+
+class AgentView(BaseModel):
+    """The server's agent (`TURNKEEP_AGENT`, docs/agent.md)."""
+
+    name: str
+    description: str
+    instructions: str = Field(description="the system prompt the session folds start from")
+    model: str = Field(description="the default model spec of a turn")
+    allowed_models: list[str] = Field(description="specs a turn may name, the default first")
+    model_settings: dict[str, Any] = Field(description="the agent's model settings (set ones)")
+    tools: list[AgentTool]
+    unavailable_sources: list[UnavailableSource]
+
+
+def _source(label: str | None) -> str:
+    allowed: tuple[Literal["builtin", "notes", "function"], ...] = ("builtin", "notes", "function")
+    if label in allowed or (label is not None and label.startswith("mcp:")):
+        return label
+    return "function"
+
+
+@router.get("/agent", response_model=AgentView)
+def get_agent(ctx: Ctx, user: User) -> AgentView:
+    """The agent this server runs: instructions, models, settings, tools (sources listed now)."""
+    deps = ctx.runtime.deps
+    agent = deps.agent
+    registry = deps.registry(AGENT_VIEW_SESSION, user)
+    tools = [
+        AgentTool(
+            name=tool.name,
+            description=tool.description,
+            source=_source(registry.source_of(tool.name)),
+            requires_approval=tool.requires_approval,
+            replay_safe=tool.replay_safe,
+            input_schema=spec.input_schema,
+        )
+        for tool, spec in zip(registry, registry.specs(), strict=True)
+    ]
+    return AgentView(
+        name=agent.name,
+        description=agent.description,
+        instructions=agent.system_prompt,
+        model=ctx.runtime.settings.model,
+        allowed_models=allowed_models(ctx),
+        model_settings=agent.model_settings.model_dump(mode="json", exclude_none=True),
+        tools=tools,
+        unavailable_sources=[
+            UnavailableSource(name=name, error=error)
+            for name, error in registry.unavailable.items()
+        ],
+    )
