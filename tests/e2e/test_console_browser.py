@@ -134,6 +134,8 @@ def test_a_person_runs_a_session_in_the_console_from_first_message_to_delete(
         page.fill("#token", "dev-alice")
         page.keyboard.press("Enter")
         page.wait_for_selector("#signed-in:has-text('Connected to')")
+        requests: list[str] = []
+        page.on("request", lambda request: requests.append(request.url))
         stored = page.evaluate("() => sessionStorage.getItem('turnkeep.token')")
         assert stored == "dev-alice"
 
@@ -158,6 +160,9 @@ def test_a_person_runs_a_session_in_the_console_from_first_message_to_delete(
         assert paints["ended"]
         assert len(paints["states"]) > 2, paints["states"]
         assert len(set(paints["composerTops"])) == 1, "the message box moved while streaming"
+        # This server has the stream route: the turn was followed on it.
+        assert page.inner_text("#connection-state") == "live (stream)"
+        assert any("/stream" in url for url in requests)
         turn_text = last_turn(page).inner_text()
         assert "working_notes_update" in turn_text
         assert "Noted." in turn_text
@@ -275,6 +280,7 @@ def test_a_person_runs_a_session_in_the_console_from_first_message_to_delete(
         assert page.locator("#session-list [data-session]").count() == 0
         shots.take("deleted")
         assert not errors, errors
+        assert all("dev-alice" not in url for url in requests)  # the token never in a URL
     print("screenshots:", target, ", ".join(shots.names))
 
 
@@ -413,12 +419,21 @@ STREAM_CONTRACT = """async (bodies) => {
 }"""
 
 
+@pytest.mark.parametrize(
+    ("status", "code"), [(404, "not_found"), (501, "not_implemented")], ids=["404", "501"]
+)
 def test_without_a_stream_route_the_follower_polls_the_events_page_with_its_cursor(
-    server: RealServer,
+    server: RealServer, status: int, code: str
 ) -> None:
-    """Against this server (no stream route) the page polls `.../events` and says so."""
+    """Where the stream route is missing (an older API: 404) or cannot stream (the Lambda
+    host: 501), the page polls this real server's events page instead and says so."""
     with chromium() as browser:
         page = browser.new_page()
+        body = json.dumps({"error": {"code": code, "message": "no stream here"}})
+        page.route(
+            "**/turns/*/stream*",
+            lambda route: route.fulfill(status=status, content_type="application/json", body=body),
+        )
         page.goto(server.url + "/")
         page.fill("#token", "dev-bob")
         page.keyboard.press("Enter")
@@ -427,10 +442,14 @@ def test_without_a_stream_route_the_follower_polls_the_events_page_with_its_curs
         page.wait_for_selector("#session-title:has-text('polling')")
         requests: list[str] = []
         page.on("request", lambda request: requests.append(request.url))
-        turn = send(page, "hi")
+        page.evaluate(WATCH_PAINTS)
+        # Long enough (5 s) to span two recovery frames (persisted every 2 s by default).
+        turn = send(page, "tell me " + " ".join(f"w{i}" for i in range(40)))
         wait_status(page, "completed", turn)
-        assert "You said: hi" in last_turn(page).inner_text()
+        assert "You said: tell me w0" in last_turn(page).inner_text()
         assert page.inner_text("#connection-state") == "live (polling)"
+        replies = page.evaluate("() => window.__paints.replies")
+        assert len(replies) >= 2, replies  # it came in as frames before the settled entry
         polled = [url for url in requests if "/events?" in url]
         assert polled
         assert "cursor=" in polled[-1]

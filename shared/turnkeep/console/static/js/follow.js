@@ -24,8 +24,9 @@ const sleep = (ms, signal) =>
 
 /**
  * Follow turn `turnId` of `sessionId`. `handlers`: onEvent(event) for frames, entries and
- * approval events; onDelta({response_id, offset, text}) for live text; onConnection(state)
- * with "stream" | "poll" | "offline". Resolves to the end {turn_id, status, error, rounds,
+ * approval events; onDelta({response_id, offset, text}) for live text; onStatus({turn_id,
+ * status}) when the turn's status changes; onConnection(state) with "stream" | "poll" |
+ * "offline". Resolves to the end {turn_id, status, error, rounds,
  * usage}; rejects on a non-transient API error; resolves to null when `signal` aborts.
  */
 export async function followTurn(api, sessionId, turnId, handlers, { signal, cursor = 0 } = {}) {
@@ -78,9 +79,10 @@ async function streamOnce(api, turnPath, state, deliver, handlers, signal) {
     for await (const message of sseEvents(response.body)) {
       const data = parse(message.data);
       if (data === undefined) continue;
-      if (message.event === "frame" || message.event === "entry") deliver(data);
-      else if (message.event === "delta") handlers.onDelta?.(data);
+      if (message.event === "delta") handlers.onDelta?.(data);
+      else if (message.event === "status") handlers.onStatus?.(data);
       else if (message.event === "end") return data;
+      else if (data && typeof data.kind === "string") deliver(data); // frame, entry, approval_*
     }
   } catch (error) {
     if (error && error.name === "AbortError") throw error;
@@ -108,6 +110,10 @@ async function pollUntilEnd(api, turnPath, state, deliver, handlers, signal) {
     );
     handlers.onConnection?.("poll");
     for (const event of page.events) deliver(event);
+    if (page.status !== state.status) {
+      state.status = page.status;
+      handlers.onStatus?.({ turn_id: page.turn_id, status: page.status });
+    }
     if (page.finished) {
       const view = await api.get(turnPath, undefined, { signal });
       return {

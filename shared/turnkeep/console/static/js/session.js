@@ -159,13 +159,9 @@ export class SessionPanel {
     const handlers = {
       onEvent: (event) => {
         this.stick(() => view.apply(event));
-        if (event.kind === "approval_requested") {
-          view.setStatus({ ...view.lastStatus, status: "awaiting_approval" });
-        } else if (event.kind === "approval_decided") {
-          view.setStatus({ ...view.lastStatus, status: "running" });
-        }
         this.ctx.onTurnEvent?.(event);
       },
+      onStatus: (change) => view.setStatus({ ...view.lastStatus, status: change.status }),
       onDelta: (delta) => this.stick(() => view.delta(delta)),
       onConnection: (state) => this.ctx.onConnection?.(state),
     };
