@@ -198,7 +198,8 @@ def test_a_person_runs_a_session_in_the_console_from_first_message_to_delete(
         card.wait_for(timeout=TURN_MS)
         assert '"text": "ship it"' in card.locator(".approval-args").inner_text()
         page.wait_for_selector("#pending-list .approval.pending", timeout=10_000)
-        assert "awaiting_approval" in last_turn(page).locator(".turn-status").inner_text()
+        waiting = f"#transcript .turn:nth-child({turn})[data-status=awaiting_approval]"
+        page.wait_for_selector(waiting)
         shots.take("approval")
         critical = axe_critical(page)
         assert not critical, critical

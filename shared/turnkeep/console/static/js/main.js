@@ -140,8 +140,11 @@ function setUp() {
   setInterval(() => {
     if (app.pending && document.visibilityState === "visible") app.pending.refresh();
   }, PENDING_REFRESH_MS);
-  if (saved.token) connect(saved);
-  else byId("connection").open = true;
+  // The form is open until connected (no script needed to reach it).
+  if (saved.token) {
+    connect(saved);
+    byId("connection").open = false;
+  }
 }
 
 setUp();

@@ -159,6 +159,10 @@ export class SessionPanel {
     const handlers = {
       onEvent: (event) => {
         this.stick(() => view.apply(event));
+        // The status event may follow a moment later: show the wait at once.
+        if (event.kind === "approval_requested") {
+          view.setStatus({ ...view.lastStatus, status: "awaiting_approval" });
+        }
         this.ctx.onTurnEvent?.(event);
       },
       onStatus: (change) => view.setStatus({ ...view.lastStatus, status: change.status }),
