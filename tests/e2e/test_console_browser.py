@@ -455,3 +455,34 @@ def test_without_a_stream_route_the_follower_polls_the_events_page_with_its_curs
         assert polled
         assert "cursor=" in polled[-1]
         assert all("dev-bob" not in url for url in requests)
+
+
+def test_a_turn_followed_while_the_server_is_killed_and_restarted_ends_with_its_reply_once(
+    server: RealServer,
+) -> None:
+    """kill -9 mid-reply: the page says the server is unreachable and retries; the restarted
+    server resumes the turn, and the page resumes from its cursor: the reply shows once."""
+    words = " ".join(f"w{i}" for i in range(30))
+    with chromium() as browser:
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(server.url + "/")
+        page.fill("#token", "dev-carol")
+        page.keyboard.press("Enter")
+        page.fill("#new-title", "restart")
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#session-title:has-text('restart')")
+        turn = send(page, f"tell me {words}")
+        page.wait_for_selector(
+            "#transcript .msg.assistant.provisional .bubble-text:has-text('w1')", timeout=TURN_MS
+        )
+        port = server.port
+        server.kill9()
+        page.wait_for_selector("#connection-state[data-state=offline]", timeout=TURN_MS)
+        server.start(port=port)
+        wait_status(page, "completed", turn)
+        bubbles = last_turn(page).locator(".msg.assistant:not([hidden]) .bubble-text")
+        assert bubbles.count() == 1
+        assert bubbles.inner_text() == f"You said: tell me {words}"
+        assert not errors, errors

@@ -180,3 +180,28 @@ def test_cross_origin_calls_are_allowed_only_for_the_configured_origins() -> Non
     assert cors[1]["AllowOrigins"] == {"Fn::Split": [",", {"Ref": "CorsAllowOrigins"}]}
     assert "authorization" in cors[1]["AllowHeaders"]
     assert "retry-after" in cors[1]["ExposeHeaders"]
+
+
+def test_with_an_identity_provider_given_no_pool_is_created_and_the_authorizer_takes_it() -> None:
+    from tools.sam_local.template import render
+
+    template = load_template()
+    own = render(template)
+    assert {"UserPool", "UserPoolClient"} <= set(own["Resources"])
+    issuer = own["Resources"]["HttpApi"]["Properties"]["Auth"]["Authorizers"]["Jwt"][
+        "JwtConfiguration"
+    ]["issuer"]
+    assert issuer == {"Fn::Sub": "https://cognito-idp.${AWS::Region}.${AWS::URLSuffix}/${UserPool}"}
+
+    given = render(template, {"JwtIssuer": "https://idp.example/", "JwtAudience": "app-1"})
+    assert "UserPool" not in given["Resources"]
+    assert "UserPoolClient" not in given["Resources"]
+    assert "UserPoolClientId" not in given["Outputs"]
+    jwt = given["Resources"]["HttpApi"]["Properties"]["Auth"]["Authorizers"]["Jwt"]
+    assert jwt["JwtConfiguration"] == {
+        "issuer": {"Ref": "JwtIssuer"},
+        "audience": [{"Ref": "JwtAudience"}],
+    }
+    assert "CorsConfiguration" not in given["Resources"]["HttpApi"]["Properties"]
+    with_cors = render(template, {"CorsAllowOrigins": "http://127.0.0.1:8787"})
+    assert "CorsConfiguration" in with_cors["Resources"]["HttpApi"]["Properties"]

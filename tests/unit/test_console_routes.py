@@ -79,3 +79,20 @@ def test_the_api_without_the_console_answers_the_root_like_any_unknown_route() -
     for harness in make_harness(run_turns=False):
         assert harness.client.get("/").status_code == 401
         assert harness.client.get("/console/js/main.js").status_code == 401
+
+
+def test_every_console_file_is_package_data_so_an_installed_turnkeep_serves_it() -> None:
+    import tomllib
+    from pathlib import PurePosixPath
+
+    pyproject = tomllib.loads((STATIC_DIR.parents[3] / "pyproject.toml").read_text("utf-8"))
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["turnkeep"]
+    package_root = STATIC_DIR.parents[1]  # shared/turnkeep
+    for path in STATIC_DIR.rglob("*"):
+        if path.is_file():
+            relative = PurePosixPath(path.relative_to(package_root).as_posix())
+            # A setuptools glob's `*` stays within one folder: same depth, then match.
+            assert any(
+                len(relative.parts) == len(PurePosixPath(p).parts) and relative.match(p)
+                for p in patterns
+            ), relative
