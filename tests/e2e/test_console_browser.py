@@ -17,10 +17,10 @@ from tests.support.real_server import RealServer
 
 pytestmark = pytest.mark.slow
 
-# Slow frames (one word each) so a reply paints many times; a start limit of 7 per minute so
+# Slow frames (one word each) so a reply paints many times; a start limit of 8 per minute so
 # the scenario's own turns reach a real 429.
 MODEL = "scripted?delay_ms=120&words_per_frame=1"
-START_LIMIT = 7
+START_LIMIT = 8
 TURN_MS = 30_000
 
 if TYPE_CHECKING:
@@ -220,10 +220,28 @@ def test_a_person_runs_a_session_in_the_console_from_first_message_to_delete(
         assert "not today" in denied.inner_text()
         shots.take("denied")
 
-        # A slow turn is cancelled while it streams.
+        # Edit the arguments: the call runs with the edited ones.
+        turn = send(page, 'call echo {"text": "draft"}')
+        card = page.locator("#transcript .approval.pending")
+        card.wait_for(timeout=TURN_MS)
+        card.locator("button", has_text="Edit arguments").click()
+        editor = card.locator("textarea")
+        editor.fill("not json")
+        card.locator("button", has_text="Run with these arguments").click()
+        assert "not valid JSON" in card.locator(".approval-status").inner_text()
+        editor.fill('{"text": "final copy"}')
+        card.locator("button", has_text="Run with these arguments").click()
+        wait_status(page, "completed", turn)
+        assert "final copy" in last_turn(page).locator(".tool-result").last.inner_text()
+        assert "edited arguments" in last_turn(page).locator(".approval").inner_text()
+
+        # A slow turn is cancelled while it streams (and the title changes on the way).
+        page.fill("#meta-title", "Rex facts")
         page.fill("#meta-tool-approval", "")
         page.click("#meta-form button[type=submit]")
         page.wait_for_selector("#meta-status:has-text('Saved.')")
+        page.wait_for_selector("#session-list .session-title:has-text('Rex facts')")
+        assert page.inner_text("#session-title") == "Rex facts"
         turn = send(page, "tell me " + " ".join(f"word{i}" for i in range(30)))
         page.wait_for_selector(
             "#transcript .msg.assistant.provisional .bubble-text:has-text('word')",
@@ -486,3 +504,71 @@ def test_a_turn_followed_while_the_server_is_killed_and_restarted_ends_with_its_
         assert bubbles.count() == 1
         assert bubbles.inner_text() == f"You said: tell me {words}"
         assert not errors, errors
+
+
+def test_a_compacted_session_shows_its_summary_marked_live_and_after_a_reload(
+    tmp_path: Path,
+) -> None:
+    """A small context window (`scripted?context=2500`): the fourth long turn compacts the
+    older ones; the page marks the summary as such, also when the transcript is reloaded."""
+    real = RealServer(tmp_path / "small", extra_env={"TURNKEEP_MODEL": "scripted?context=2500"})
+    (tmp_path / "small").mkdir()
+    real.start()
+    try:
+        with chromium() as browser:
+            page = browser.new_page()
+            page.goto(real.url + "/")
+            page.fill("#token", "dev-dora")
+            page.keyboard.press("Enter")
+            page.fill("#new-title", "long")
+            page.keyboard.press("Enter")
+            page.wait_for_selector("#session-title:has-text('long')")
+            for i in range(4):
+                turn = send(page, f"turn {i} " + "lorem ipsum dolor " * 40)
+                wait_status(page, "completed", turn)
+            marked = page.locator("#transcript .compaction")
+            marked.first.wait_for()
+            assert "Compaction summary" in marked.first.inner_text()
+            assert "Earlier conversation" in marked.first.inner_text()
+            page.reload()
+            page.locator("#session-list .session-button").first.click()
+            page.wait_for_selector("#transcript .compaction")
+            assert (
+                "Compaction summary" in page.locator("#transcript .compaction").first.inner_text()
+            )
+    finally:
+        real.stop()
+    assert not real.tracebacks(), real.tracebacks()
+
+
+DESCRIBE_ERRORS = """async () => {
+  const { errorOf, describe, UnreachableError } = await import("/console/js/api.js");
+  const answer = (status, code, message, extra = {}, headers = {}) =>
+    new Response(JSON.stringify({ error: { code, message, ...extra } }), { status, headers });
+  const errors = [
+    await errorOf(answer(409, "turn_running", "session 's-1' has a turn in progress")),
+    await errorOf(answer(429, "rate_limited", "too many", {}, { "Retry-After": "12" })),
+    await errorOf(answer(404, "not_found", "session not found")),
+    await errorOf(answer(422, "message_too_large", "text: 40000 bytes", { field: "text" })),
+    await errorOf(new Response("<html>", { status: 502, statusText: "Bad Gateway" })),
+    new UnreachableError("Cannot reach the API at http://x (it may be restarting)."),
+  ];
+  return errors.map(describe);
+}"""
+
+
+def test_api_errors_read_as_one_sentence_each(server: RealServer) -> None:
+    """409, 429 (with its Retry-After), 404, 422 (naming the field), a non-JSON gateway error
+    and an unreachable server, as the page words them (api.js, `describe`)."""
+    with chromium() as browser:
+        page = browser.new_page()
+        page.goto(server.url + "/")
+        lines = page.evaluate(DESCRIBE_ERRORS)
+    assert lines == [
+        "A turn is still running: session 's-1' has a turn in progress.",
+        "Too many turns started in this session. Try again in 12 s.",
+        "Not found: session not found.",
+        "Invalid text: text: 40000 bytes.",
+        "API error 502 http_error: Bad Gateway",
+        "Cannot reach the API at http://x (it may be restarting).",
+    ]

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.api_client import ApiHarness, make_harness
-from turnkeep.console import STATIC_DIR
+from turnkeep.api.console import STATIC_DIR
 
 
 @pytest.fixture
@@ -85,9 +85,9 @@ def test_every_console_file_is_package_data_so_an_installed_turnkeep_serves_it()
     import tomllib
     from pathlib import PurePosixPath
 
-    pyproject = tomllib.loads((STATIC_DIR.parents[3] / "pyproject.toml").read_text("utf-8"))
+    pyproject = tomllib.loads((STATIC_DIR.parents[4] / "pyproject.toml").read_text("utf-8"))
     patterns = pyproject["tool"]["setuptools"]["package-data"]["turnkeep"]
-    package_root = STATIC_DIR.parents[1]  # shared/turnkeep
+    package_root = STATIC_DIR.parents[2]  # shared/turnkeep
     for path in STATIC_DIR.rglob("*"):
         if path.is_file():
             relative = PurePosixPath(path.relative_to(package_root).as_posix())

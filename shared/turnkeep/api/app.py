@@ -49,7 +49,7 @@ def create_app(
     app.include_router(approvals.router)
     app.include_router(agent.router)
     if console:
-        from turnkeep.console import console_router
+        from turnkeep.api.console import console_router
 
         app.include_router(console_router())
     return app

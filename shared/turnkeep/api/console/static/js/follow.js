@@ -47,7 +47,10 @@ export async function followTurn(api, sessionId, turnId, handlers, { signal, cur
           ? await streamOnce(api, turnPath, state, deliver, handlers, signal)
           : await pollUntilEnd(api, turnPath, state, deliver, handlers, signal);
       if (end) return end;
-      retry = 250; // the stream closed without an end: reconnect from the cursor at once
+      retry = 250;
+      // The stream closed without an end (a proxy's timeout, a restart): reconnect from the
+      // cursor after a breath, so a server that keeps closing is not hammered.
+      if (state.mode === "stream") await sleep(retry, signal);
     } catch (error) {
       if (error && error.name === "AbortError") return null;
       if (!isTransient(error)) throw error;
