@@ -277,10 +277,15 @@ def _what(params):
     walk(params)
     return " ".join(parts[:12]) + (" …" if len(parts) > 12 else "")
 
+stamps = []
+
 def _counted(self, operation, params):
     service = self.meta.service_model.service_name
     calls[service + ":" + operation] += 1
     trace.append(service + ":" + operation + " " + _what(params))
+    if service == "apigatewaymanagementapi":
+        # When each push left, and what it was (bench/watched_turn.py's cadence figures).
+        stamps.append([time.time(), json.loads(params.get("Data") or b"{}").get("event")])
     response = _original(self, operation, params)
     if service == "dynamodb":
         _estimate(operation, params, response)
@@ -298,7 +303,7 @@ except Exception as exc:
     result, error = None, {"errorType": type(exc).__name__, "errorMessage": str(exc)}
 with open(out, "w", encoding="utf-8") as fh:
     json.dump({"result": result, "error": error, "calls": calls, "units": units, "trace": trace,
-               "seconds": time.perf_counter() - started}, fh)
+               "stamps": stamps, "seconds": time.perf_counter() - started}, fh)
 """
 )
 
@@ -313,6 +318,8 @@ class Invocation:
     rru: float
     wru: float
     trace: list[str] = field(default_factory=list)
+    pushes: list[tuple[float, str]] = field(default_factory=list)
+    """(wall-clock time, event kind) of each management-API post, as sent."""
 
 
 @dataclass
@@ -345,6 +352,7 @@ class ColdLambdas:
             outcome["units"]["rru"],
             outcome["units"]["wru"],
             outcome["trace"],
+            [(float(at), str(kind)) for at, kind in outcome.get("stamps", [])],
         )
         with self.lock:
             self.invocations.append(record)

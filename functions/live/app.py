@@ -29,7 +29,7 @@ def _routes() -> WebSocketRoutes:
     table = table_of(deps_runtime.settings.envelope_url_or_local())
     endpoint = deps_runtime.settings.ws_endpoint
     return WebSocketRoutes(
-        deps_runtime,
+        deps_runtime.deps,
         Connections(LazyClient("dynamodb"), table),
         LazyClient("apigatewaymanagementapi", endpoint),
     )

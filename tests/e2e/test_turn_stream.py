@@ -100,9 +100,11 @@ def test_a_turn_streams_live_deltas_then_its_entries_and_ends_with_its_outcome(
     assert entries == [e for e in page["events"] if e["kind"] == "entry"]
     reply = f"You said: {words}"
     assert _bubbles(events)[f"{turn}:r0"] == reply
-    # The live text alone, before the entry, already shows the whole reply.
+    # The live text alone, before the entry, shows the reply as it grew (its last piece may
+    # come with the entry: deltas leave at most one per 100 ms).
     live = _bubbles([e for e in events if e.kind in ("frame", "delta")])
-    assert live[f"{turn}:r0"] == reply
+    assert len(live[f"{turn}:r0"]) > len(reply) // 2
+    assert reply.startswith(live[f"{turn}:r0"])
     # The status first, and each change of it; the end last.
     statuses = [e.data for e in events if e.kind == "status"]
     assert statuses == [
@@ -173,3 +175,38 @@ def test_the_remote_chat_follows_a_turn_on_its_stream_without_polling_the_events
     assert [p for p in paths if p.endswith("/events")] == []
     assert len([p for p in paths if p.endswith("/stream")]) == 1
     assert chat.streams is True
+
+
+def test_a_turn_waiting_for_an_approval_keeps_its_stream_open_and_says_so_then_ends(
+    slow_server: str,
+) -> None:
+    with _client(slow_server) as client:
+        sid = client.post("/sessions", json={}).json()["session_id"]
+        assert client.put(f"/sessions/{sid}/meta", json={"toolApproval": "echo"}).is_success
+        turn = client.post(
+            f"/sessions/{sid}/turns", json={"text": 'call echo {"text": "ship it"}'}
+        ).json()["turn_id"]
+        events: list[SseEvent] = []
+        with client.stream("GET", f"/sessions/{sid}/turns/{turn}/stream") as answer:
+            lines = answer.iter_lines()
+            for event in read_sse(lines):
+                events.append(event)
+                if event.kind == "status" and event.data["status"] == "awaiting_approval":
+                    [pending] = client.get("/approvals").json()["approvals"]
+                    decided = client.post(
+                        f"/sessions/{sid}/turns/{turn}/approvals/{pending['call_id']}",
+                        json={"decision": "approve"},
+                    )
+                    assert decided.status_code == 202
+            # The server closed the stream after `end`.
+
+    statuses = [e.data["status"] for e in events if e.kind == "status"]
+    # Waiting already, or soon: said either way, and the stream stayed open through it.
+    assert "awaiting_approval" in statuses
+    assert statuses[-1] == "completed"
+    kinds = [e.kind for e in events]
+    assert "approval_requested" in kinds
+    assert "approval_decided" in kinds
+    assert kinds[-1] == "end"
+    reply = _bubbles(events)[f"{turn}:r1"]
+    assert reply == "Tool echo returned: ship it"

@@ -594,6 +594,7 @@ def test_every_aws_call_of_each_function_is_allowed_by_its_template_policy(
         "AWS::Partition": "aws",
         "AWS::Region": REGION,
         "AWS::AccountId": ACCOUNT,
+        "WebSocketApi": "wsapi01",
     }
     with recording_aws_calls(deployed.host.current_function) as log:
         _run(
@@ -645,9 +646,10 @@ def test_every_aws_call_of_each_function_is_allowed_by_its_template_policy(
         "FailTurnFunction",
         "ApiFunction",
     }
-    # A round's frames retire with its settlement (the model step), the rest with the end.
+    # A round's frames retire with its settlement (the model step); the crashed tool's turn
+    # ends with a terminal commit whose operation scope holds nothing (no S3 call).
     assert "s3:DeleteObject" in by_function["ModelStepFunction"]
-    assert "s3:DeleteObject" in by_function["FailTurnFunction"]
+    assert "dynamodb:PutItem" in by_function["FailTurnFunction"]
     assert "s3:DeleteObject" in by_function["ApiFunction"]
     assert "states:StartExecution" in by_function["ApiFunction"]
     assert "s3:PutObject" in by_function["ModelStepFunction"]

@@ -227,6 +227,7 @@ def test_every_aws_call_of_an_approval_is_allowed_by_the_template_policies(
         "AWS::Partition": "aws",
         "AWS::Region": REGION,
         "AWS::AccountId": ACCOUNT,
+        "WebSocketApi": "wsapi01",
     }
     call = _api(deployed, monkeypatch)
     with recording_aws_calls(deployed.host.current_function) as log:

@@ -13,8 +13,16 @@ import boto3
 import pytest
 from moto.apigatewaymanagementapi.models import apigatewaymanagementapi_backends
 
-from tests.integration.test_state_machine import TABLE, USER, Deployed, deploy
-from tests.support.iam_policy import ACCOUNT, REGION
+from tests.integration.test_state_machine import BUCKET, TABLE, USER, Deployed, deploy
+from tests.support.iam_policy import (
+    ACCOUNT,
+    REGION,
+    Permission,
+    allows,
+    function_statements,
+    recording_aws_calls,
+    required_permissions,
+)
 from tests.support.lambda_host import FakeContext, load_function_module
 from turnkeep.api.views import turn_events
 from turnkeep.aws_lambda import container
@@ -180,3 +188,57 @@ def test_a_subscribe_to_an_ended_turn_gets_its_events_and_end_and_no_subscriptio
     assert [m["event"] for m in got] == ["status", "entry", "entry", "end"]
     assert got[-1]["data"]["status"] == "completed"
     assert _subscriptions("ws-late") == []
+
+
+def test_every_aws_call_of_the_websocket_path_is_allowed_by_the_template_and_only_there(
+    stack: Deployed,
+) -> None:
+    app = load_function_module("live")
+    acting: list[str] = []
+
+    def current() -> str | None:
+        return acting[-1] if acting else stack.host.current_function()
+
+    with recording_aws_calls(current) as log:
+        _start("ws-iam", "op-ws-iam1", "hello")
+        acting.append("LiveFunction")
+        _subscribe(app, "conn-iam", USER, "ws-iam", "op-ws-iam1")
+        acting.pop()
+        _execute(stack, "ws-iam", "op-ws-iam1")
+        acting.append("LiveFunction")
+        app.routes(ws_event("$disconnect", "conn-iam", USER, None), FakeContext("LiveFunction"))
+        acting.pop()
+
+    refs = {
+        "SessionTable": TABLE,
+        "SessionTable.Arn": f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{TABLE}",
+        "ProgressBucket": BUCKET,
+        "ProgressBucket.Arn": f"arn:aws:s3:::{BUCKET}",
+        "StoragePrefix": "tk",
+        "WebSocketApi": "wsapi01",
+        "TurnStateMachine.Name": "turnkeep-turn",
+        "TurnExpressStateMachine.Name": "turnkeep-turn",
+        "AWS::Partition": "aws",
+        "AWS::Region": REGION,
+        "AWS::AccountId": ACCOUNT,
+    }
+    template = stack.template
+    pushes: dict[str, int] = {}
+    for call in log.calls:
+        statements = function_statements(template, call.function, refs)
+        for permission in required_permissions(call):
+            assert allows(statements, permission), (call.function, permission)
+            if permission.action == "execute-api:ManageConnections":
+                pushes[call.function] = pushes.get(call.function, 0) + 1
+    assert {"ModelStepFunction", "FinishTurnFunction", "LiveFunction"} <= set(pushes)
+    # Nothing else may post: not the HTTP API, not the authorizer; not another stage or API.
+    post = Permission(
+        "execute-api:ManageConnections",
+        f"arn:aws:execute-api:{REGION}:{ACCOUNT}:wsapi01/live/POST/@connections/c",
+    )
+    for function in ("ApiFunction", "LiveAuthorizerFunction"):
+        assert not allows(function_statements(template, function, refs), post), function
+    model = function_statements(template, "ModelStepFunction", refs)
+    for other in ("wsapi01/prod/POST/@connections/c", "other/live/POST/@connections/c"):
+        arn = f"arn:aws:execute-api:{REGION}:{ACCOUNT}:{other}"
+        assert not allows(model, Permission("execute-api:ManageConnections", arn))

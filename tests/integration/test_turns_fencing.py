@@ -25,10 +25,12 @@ from turnkeep.harness import (
     start_turn,
 )
 from turnkeep.harness.state import (
+    frames_scope,
     load_record,
     load_state,
     op_address,
     op_scope,
+    response_id,
     result_address,
 )
 from turnkeep.providers.base import check_transcript
@@ -151,10 +153,14 @@ def test_the_terminal_commit_is_one_transaction_with_exactly_one_retire_scope(
     _end_by(h, how, op)
 
     commits = [list(w) for p in proxies for w in p.committed]
-    retiring = [w for w in commits if any(isinstance(x, RetireScope) for x in w)]
+    retiring = [w for w in commits if RetireScope(op_scope(op)) in w]
     assert len(retiring) == 1
     (terminal,) = retiring
     assert [x for x in terminal if isinstance(x, RetireScope)] == [RetireScope(op_scope(op))]
+    # The settled round's frames went with its settlement (its own scope), not at the end.
+    frames = [w for w in commits if RetireScope(frames_scope(response_id(op, 0))) in w]
+    assert len(frames) == 1
+    assert frames[0] is not terminal
     assert any(isinstance(x, SetValue) and x.address == result_address(op) for x in terminal)
     assert DeleteValue(op_address(op)) in terminal
     settled = [x.id for x in terminal if isinstance(x, InsertEntry)]

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from botocore.client import BaseClient
 
@@ -39,6 +40,7 @@ class AwsCall:
     service: str
     operation: str
     params: dict[str, Any]
+    endpoint: str = ""
 
 
 @dataclass
@@ -56,7 +58,8 @@ def recording_aws_calls(current_function: Callable[[], str | None]) -> Iterator[
         function = current_function()
         if function is not None:
             service = self.meta.service_model.service_name
-            log.calls.append(AwsCall(function, service, operation_name, dict(api_params)))
+            endpoint = str(self.meta.endpoint_url or "")
+            log.calls.append(AwsCall(function, service, operation_name, dict(api_params), endpoint))
         return original(self, operation_name, api_params)
 
     setattr(BaseClient, "_make_api_call", record)  # noqa: B010
@@ -112,6 +115,13 @@ def required_permissions(call: AwsCall) -> list[Permission]:
         return [Permission(f"s3:{action}", f"{bucket}/{p['Key']}")]
     if call.service == "stepfunctions":
         return [Permission(f"states:{call.operation}", p.get("stateMachineArn", "*"))]
+    if call.service == "apigatewaymanagementapi":
+        # https://<api id>.execute-api.<region>.amazonaws.com/<stage>
+        parts = urlsplit(call.endpoint)
+        api_id, stage = parts.netloc.split(".", 1)[0], parts.path.strip("/")
+        method = {"PostToConnection": "POST", "GetConnection": "GET"}.get(call.operation, "DELETE")
+        arn = f"arn:aws:execute-api:{REGION}:{ACCOUNT}:{api_id}/{stage}/{method}/@connections/"
+        return [Permission("execute-api:ManageConnections", arn + p["ConnectionId"])]
     raise AssertionError(f"no IAM mapping for {call.service}:{call.operation} in the test")
 
 

@@ -1,6 +1,7 @@
 """The package layout tells the architecture: turnkeep's subpackages and root modules import
-each other without cycles, the entry points (`api`, `cli`, `aws_lambda`) sit on `runtime`, which
-sits on the engine, and the root keeps only the modules several layers share."""
+each other without cycles, the entry points (`api`, `cli`, `aws_lambda`, `live`) sit on
+`runtime`, which sits on the engine, and the root keeps only the modules several layers
+share."""
 
 from __future__ import annotations
 
@@ -63,7 +64,8 @@ ROOT_MODULES = {"__init__", "aws_clients", "session_ids", "system_prompt"}
 """Shared by several layers: the AWS client cache (storage, envelope, aws_lambda), the
 session-id rule (storage, envelope, api), the system-prompt fold (providers, notes, harness)."""
 ENGINE = {"storage", "envelope", "providers", "tools", "notes", "agent", "harness"}
-ENTRY_POINTS = {"api", "cli", "aws_lambda"}
+ENTRY_POINTS = {"api", "cli", "aws_lambda", "live"}
+"""`live`: the WebSocket API's routes, authorizer and the steps' pusher (on `api`'s read models)."""
 
 
 def test_the_root_holds_only_the_shared_modules_and_the_packages() -> None:

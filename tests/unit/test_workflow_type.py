@@ -143,6 +143,7 @@ def test_the_deployed_environment_gives_each_function_the_types_deadline_and_typ
     refs = {name: str(spec.get("Default", "x")) for name, spec in template["Parameters"].items()}
     refs |= {"WorkflowType": workflow_type, "SessionTable": "t", "ProgressBucket": "b"}
     refs |= {"TurnStateMachine": "m", "TurnExpressStateMachine": "m", "AWS::Region": "us-east-1"}
+    refs |= {"WebSocketApi": "ws", "AWS::URLSuffix": "amazonaws.com"}
     for function_id in ("ApiFunction", "ModelStepFunction", "ToolStepFunction"):
         for name in list(os.environ):
             if name.startswith("TURNKEEP_"):

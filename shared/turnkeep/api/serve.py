@@ -23,11 +23,11 @@ from typing import Any, TextIO
 
 from turnkeep.api.app import create_app
 from turnkeep.api.auth import LocalDevAuthenticator
+from turnkeep.api.hub import LiveHub
 from turnkeep.api.launch import LaunchError, LocalLauncher
 from turnkeep.api.settings import ApiSettings
 from turnkeep.harness.deps import ToolFactory
 from turnkeep.harness.local_owner import inspect_turn, settle_ended
-from turnkeep.live.hub import LiveHub
 from turnkeep.runtime.build import Runtime, open_local_runtime
 from turnkeep.runtime.config_errors import ConfigError, check_model_spec, config_line, load_settings
 from turnkeep.runtime.settings import local_settings

@@ -1,7 +1,7 @@
 """`GET /sessions/{id}/turns/{turn}/stream`: a turn's events as Server-Sent Events.
 
 The wire contract is docs/api.md, "Event stream". Catch-up comes from storage (the events
-page, seq > cursor), then the stream waits on the in-process hub (`turnkeep.live.hub`): a
+page, seq > cursor), then the stream waits on the in-process hub (`turnkeep.api.hub`): a
 commit notice makes it read the new events (one read per commit, never per delta), a live
 delta is written at once. Only where the process runs the turns (`turnkeep serve`); the
 Lambda host answers 501 (an HTTP API cannot stream a response).
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -22,13 +23,15 @@ from starlette.concurrency import run_in_threadpool
 
 from turnkeep.api.context import ApiContext, Ctx, SessionId, TurnId, User
 from turnkeep.api.errors import ApiError, not_found
+from turnkeep.api.hub import LiveHub, Watch
 from turnkeep.api.models import Event, EventsPage, error_responses
 from turnkeep.api.sessions import Cursor
 from turnkeep.api.turns import _turn_values
 from turnkeep.api.views import TurnNotFound, turn_events, turn_view
 from turnkeep.harness.live import Committed, LiveDelta
 from turnkeep.harness.state import user_entry_id
-from turnkeep.live.hub import LiveHub, Watch
+
+logger = logging.getLogger("turnkeep.api")
 
 router = APIRouter(prefix="/sessions/{session_id}/turns", tags=["turns"])
 
@@ -187,6 +190,15 @@ async def _events(turn: _Turn, hub: LiveHub, watch: Watch, page: EventsPage) -> 
                         yield sse("delta", _delta(item))
                         last_sent = time.monotonic()
             page = await run_in_threadpool(turn.page, page.next_cursor)
+    except ApiError as exc:
+        # The session went away (deleted) while streaming: say so and end.
+        yield sse("error", {"code": exc.code, "message": exc.message})
+    except Exception:
+        logger.exception("the stream of turn %s failed", turn.turn_id)
+        yield sse(
+            "error",
+            {"code": "unavailable", "message": "the stream failed; resume with the last id"},
+        )
     finally:
         hub.unwatch(watch)
 

@@ -20,7 +20,15 @@ def runtime() -> Runtime:
     global _RUNTIME  # noqa: PLW0603 - one runtime per Lambda container, by design
     with _LOCK:
         if _RUNTIME is None:
-            _RUNTIME = build_runtime(TurnkeepSettings())
+            settings = TurnkeepSettings()
+            _RUNTIME = build_runtime(settings)
+            if settings.ws_endpoint:
+                # The steps push each new event to the turn's WebSocket subscribers.
+                from turnkeep.live.push import websocket_pusher
+
+                _RUNTIME.deps.live = websocket_pusher(
+                    settings.ws_endpoint, settings.envelope_url_or_local()
+                )
         return _RUNTIME
 
 

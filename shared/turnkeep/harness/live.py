@@ -172,6 +172,14 @@ class LiveText:
         except Exception:
             logger.exception("a live sink failed on a delta of %s; the step goes on", self.op_id)
 
+    def finish(self) -> None:
+        """The response is complete: hand over what is buffered only if the interval has
+        passed; otherwise the round's entry, committed right after, carries it."""
+        if self._last_sent is None or self.clock() - self._last_sent >= self.interval_s:
+            self.flush()
+        else:
+            self._pending.clear()
+
     def text(self) -> str:
         """The response's text streamed so far."""
         return "".join(self._pieces)

@@ -84,9 +84,10 @@ class FrameWriter:
     Deltas are buffered; a flush happens when `interval_s` passed since the last flush or the
     buffer holds `max_bytes` of text. `finish` writes the last element tagged `end` together
     with the stop reason and usage, so recovery can rebuild a whole response from frames —
-    but only after an earlier frame: a reply that streamed within the first interval was seen
-    by nobody, and its round settlement records it directly (a crash before that settlement
-    asks the model again; docs/harness.md, "Frames").
+    but only after an earlier frame: a reply that streamed within the first interval reached
+    watchers only as live deltas (`turnkeep.harness.live`), and its round settlement records it
+    directly (a crash before that settlement asks the model again; docs/harness.md, "Frames").
+    Each element records `o`, the characters of the response's text before its own.
 
     `prelude`: session writes that must get lower sequences than any frame (the previous
     round's tool results: events follow cause). They commit, fenced, right before the first
@@ -137,9 +138,7 @@ class FrameWriter:
         if end is not None:
             element["end"] = end
         try:
-            if self.prelude:
-                fenced_commit(self.storage, self.op_id, self.prelude)
-                self.prelude = []
+            self._commit_prelude()
             fenced_commit(
                 self.storage,
                 self.op_id,
@@ -155,6 +154,20 @@ class FrameWriter:
         self._chars_written += self._buffered_chars
         self._buffered_chars = 0
         self._last_flush = self.clock()
+
+    def commit_prelude(self) -> None:
+        """Commit the prelude now (before live text leaves: events follow cause for watchers
+        too, so a tool's result is stored before any piece of the reply that reads it)."""
+        try:
+            self._commit_prelude()
+        except FencedWriteError:
+            self._closed = True
+            raise
+
+    def _commit_prelude(self) -> None:
+        if self.prelude:
+            fenced_commit(self.storage, self.op_id, self.prelude)
+            self.prelude = []
 
     @property
     def wrote_frames(self) -> bool:

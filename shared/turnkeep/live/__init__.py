@@ -1,3 +1,4 @@
-"""Watching a turn as it happens: the in-process hub of `turnkeep serve` (`hub`), the event
-stream's wire shapes (`wire`) and the WebSocket API's connections and pushes on AWS
-(`connections`, `push`, `websocket`). What a step hands over is `turnkeep.harness.live`."""
+"""Watching a turn on AWS: the WebSocket API's subscriptions (`connections`), its `$connect`
+authorizer (`authorizer`), its routes (`websocket`) and the steps' pusher (`push`). An entry
+point beside `api` (whose read models shape the events); the local stream's hub is
+`turnkeep.api.hub`. What a step hands over is `turnkeep.harness.live`."""

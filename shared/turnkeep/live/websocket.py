@@ -18,17 +18,20 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
+from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import StepInputError
 from turnkeep.harness.state import (
+    frames_scope,
     load_record,
+    load_state,
     op_address,
+    response_id,
     result_address,
     user_entry_id,
     validate_op_id,
 )
 from turnkeep.live.connections import Connections
 from turnkeep.live.push import end_data, message
-from turnkeep.runtime.build import Runtime
 from turnkeep.session_ids import SESSION_ID_PATTERN
 from turnkeep.storage import Value
 
@@ -81,10 +84,10 @@ def error(code: str, text: str) -> bytes:
 
 
 class WebSocketRoutes:
-    """Handles the routes with the container's runtime, subscriptions and management client."""
+    """Handles the routes with the container's deps, subscriptions and management client."""
 
-    def __init__(self, runtime: Runtime, connections: Connections, management: Any) -> None:
-        self.runtime = runtime
+    def __init__(self, deps: HarnessDeps, connections: Connections, management: Any) -> None:
+        self.deps = deps
         self.connections = connections
         self.management = management
 
@@ -139,19 +142,23 @@ class WebSocketRoutes:
         from turnkeep.api.views import TurnNotFound, turn_events
 
         conn, sid, op = route.connection_id, wanted.session_id, wanted.turn_id
-        envelope = self.runtime.envelopes.get_for_owner(route.user_id, sid)
+        envelope = self.deps.envelopes.get_for_owner(route.user_id, sid)
         if envelope is None:
             self._send(conn, error("not_found", "session not found"))
             return
         # Recorded before the catch-up is read: whatever commits after the read is pushed.
         self.connections.subscribe(sid, op, conn, route.user_id, wanted.cursor)
-        deps = self.runtime.deps
+        deps = self.deps
         cursor: int = wanted.cursor
         first = True
         storage = deps.open_storage(sid)
         try:
-            # The turn's record, state and first entry in one read (docs/aws-storage.md).
+            # The turn's record, state and first entry in one read, then the streaming round's
+            # frames scope with the head that may prove it unwritten (docs/aws-storage.md).
             storage.prefetch(_turn_values(op), entries=[user_entry_id(op)])
+            state = load_state(storage, op) if _turn_values(op) else None
+            if state is not None:
+                storage.prefetch(scopes=[frames_scope(response_id(op, state.round))], head=True)
             while True:
                 try:
                     page = turn_events(storage, envelope, op, cursor, PAGE)

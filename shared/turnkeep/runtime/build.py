@@ -88,10 +88,6 @@ def build_runtime(
         limits=limits_from_settings(settings),
         agent=loaded,
     )
-    if settings.ws_endpoint:
-        from turnkeep.live.push import websocket_pusher
-
-        deps.live = websocket_pusher(settings.ws_endpoint, settings.envelope_url_or_local())
     return Runtime(settings, deps, envelopes, storage_url, held)
 
 

@@ -378,13 +378,15 @@ def _stream(
     for event in provider.stream(request):
         if isinstance(event, ResponseDone):
             if live is not None:
-                live.flush()  # the last piece goes out before the end frame and the entry
+                live.finish()  # at most one piece per interval; the entry carries the rest
             writer.finish(event.response, wrap_up=wrap_up)
             if on_event is not None:
                 on_event(event)
             return event.response
         writer.add(event)
         if live is not None and isinstance(event, TextDelta):
+            if writer.prelude:
+                writer.commit_prelude()  # the tool results reach watchers before the reply
             live.add(event.text)
         if on_event is not None:
             on_event(event)
