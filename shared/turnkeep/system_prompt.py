@@ -1,9 +1,10 @@
 """The one system-prompt resolver every turn path uses (local and Step Functions alike).
 
-Order: default system prompt -> persona standing orders -> the working-notes block -> attached
-skills. Parts are separated by one blank line; a missing or blank part contributes zero bytes.
-The notes block frames the agent's own notes as unverified working memory, never as orders or
-fact. Equal inputs always give byte-identical output (no clocks, ids or dict ordering involved).
+Order: default system prompt (the agent's instructions, else DEFAULT_SYSTEM_PROMPT) -> persona
+standing orders -> the working-notes block -> attached skills. Parts are separated by one blank
+line; a missing or blank part contributes zero bytes. The notes block frames the agent's own
+notes as unverified working memory, never as orders or fact. Equal inputs always give
+byte-identical output (no clocks, ids or dict ordering involved).
 """
 
 from __future__ import annotations

@@ -27,10 +27,13 @@ from pathlib import Path
 
 from tools.sam_local import seed
 from tools.sam_local.executor import REGION, LocalExecutor, StartLambda
+from tools.sam_local.lambda_errors import TaskFailure, TaskResult
 from tools.sam_local.stack import LocalStack, ToolMissingError, check_tools, free_port
 from tools.sam_local.template import ROOT, function_ids, load_template
 
 BUILT_TEMPLATE = ROOT / ".aws-sam" / "build" / "template.yaml"
+EXAMPLE_AGENT = "turnkeep_agents.release_assistant:agent"
+"""The agent of the scenario's second phase (the template's AgentRef; docs/agent.md)."""
 
 
 def architecture() -> str:
@@ -57,11 +60,12 @@ def sam_build(log_dir: Path) -> None:
         raise RuntimeError("sam build failed:\n" + "\n".join(tail))
 
 
-def _local_args(stack: LocalStack) -> list[str]:
+def _local_args(stack: LocalStack, agent: str = "") -> list[str]:
+    overrides = f"Architecture={architecture()}" + (f" AgentRef={agent}" if agent else "")
     return [
         "--template", str(BUILT_TEMPLATE),
         "--env-vars", str(seed.ENV_FILE),
-        "--parameter-overrides", f"Architecture={architecture()}",
+        "--parameter-overrides", overrides,
         "--region", REGION,
         "--warm-containers", "LAZY",  # ~0.1 s per later invocation instead of a container each
     ]  # fmt: skip
@@ -78,12 +82,30 @@ class Running:
     executor: LocalExecutor
     names: seed.LocalNames
 
+    def invoke(self, function_id: str, payload: bytes) -> TaskResult | TaskFailure:
+        """Through the current start-lambda (`switch_agent` replaces it)."""
+        return self.lambdas.invoke(function_id, payload)
+
+    def switch_agent(self, agent: str) -> None:
+        """Start start-lambda and start-api again with AgentRef=`agent` (the same moto, the
+        same network): every function's TURNKEEP_AGENT is then `agent`."""
+        self.lambdas.close()
+        self.stack.stop_sam()
+        self.lambda_url = self.stack.start_sam(
+            "start-lambda-agent", ["start-lambda", *_local_args(self.stack, agent)], free_port()
+        )
+        self.api_url = self.stack.start_sam(
+            "start-api-agent", ["start-api", *_local_args(self.stack, agent)], free_port()
+        )
+        self.lambdas = StartLambda(self.lambda_url)
+
 
 @contextmanager
 def running_stack(log_dir: Path, *, build: bool = True) -> Iterator[Running]:
     """Build, then start network, moto, start-lambda, start-api and the executor; stop all."""
     stack = LocalStack(root=ROOT, log_dir=log_dir)
     lambdas: StartLambda | None = None
+    holder: list[Running] = []
     executor: LocalExecutor | None = None
     try:
         if build:
@@ -99,19 +121,26 @@ def running_stack(log_dir: Path, *, build: bool = True) -> Iterator[Running]:
                                      free_port())  # fmt: skip
         api_url = stack.start_sam("start-api", ["start-api", *_local_args(stack)], free_port())
         lambdas = StartLambda(lambda_url)
+
+        def invoke(function_id: str, payload: bytes) -> TaskResult | TaskFailure:
+            return holder[0].invoke(function_id, payload)  # the current start-lambda
+
         executor = LocalExecutor(
             remote_endpoint=moto_url,
             remote_machine_arn=names.state_machine_arn,
             definition=definition,
             function_ids=function_ids(load_template()),
-            invoke=lambdas.invoke,
+            invoke=invoke,
         )
+        holder.append(Running(stack, api_url, lambda_url, lambdas, executor, names))
         executor.start()
-        yield Running(stack, api_url, lambda_url, lambdas, executor, names)
+        yield holder[0]
     finally:
         if executor is not None:
             executor.stop()
-        if lambdas is not None:
+        if holder:
+            holder[0].lambdas.close()
+        elif lambdas is not None:
             lambdas.close()
         problems = stack.close()
         for problem in problems:
@@ -137,6 +166,13 @@ def run_test(log_dir: Path, *, build: bool = True) -> int:
                                 running.executor, running.names, logs,
                                 layer_python=built_layer())  # fmt: skip
             results = scenario.run()
+            step(f"scenario with AgentRef={EXAMPLE_AGENT}")
+            running.switch_agent(EXAMPLE_AGENT)
+            logs = [p.log for p in running.stack.processes]
+            agent_scenario = Scenario(running.api_url, running.stack.moto_url, running.lambdas,
+                                      running.executor, running.names, logs,
+                                      layer_python=built_layer())  # fmt: skip
+            results += agent_scenario.run_agent()
     except Exception as exc:  # setup failed: counted, explained, everything already stopped
         print(f"FAIL  stack: {type(exc).__name__}: {exc}", flush=True)
         results.append(("stack", False, str(exc)))

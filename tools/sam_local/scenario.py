@@ -133,6 +133,15 @@ class Scenario:
                    self._bytecode)  # fmt: skip
         return self.results
 
+    def run_agent(self) -> list[tuple[str, bool, str]]:
+        """The checks of the example agent's stack (AgentRef set on every function)."""
+        session: dict[str, str] = {}
+        self.check("GET /agent names the example agent", self._agent_view)
+        self.check("create a session of the example agent", lambda: self._create_session(session))
+        self.check("turn calling the example agent's sync and async function tools completes",
+                   lambda: self._agent_tools(session["id"]))  # fmt: skip
+        return self.results
+
     # -- helpers -------------------------------------------------------------------------------
     def _turn(self, session_id: str, text: str, model: str | None = None) -> Turn:
         body: dict[str, Any] = {"text": text}
@@ -210,6 +219,25 @@ class Scenario:
         require(any("left" in c for c in contents) and any("42" in c for c in contents),
                 f"tool results {contents}")  # fmt: skip
         return f"{turn.turn_id}: {contents}"
+
+    def _agent_view(self) -> str:
+        answer = self.http.get("/agent")
+        require(answer.status_code == 200, f"answered {answer.status_code}: {answer.text}")
+        body = answer.json()
+        require(body["name"] == "release_assistant", f"agent {body['name']!r}")
+        tools = {t["name"]: t["source"] for t in body["tools"]}
+        require(tools.get("check_ci") == "function", f"tools {tools}")
+        return f"{body['name']}: {sorted(tools)}"
+
+    def _agent_tools(self, session_id: str) -> str:
+        text = 'call lookup_ticket {"ticket_id": "REL-101"}\ncall check_ci {"limit": 1}'
+        turn = self._turn(session_id, text)
+        self._completed(turn)
+        contents = [str(r.get("content")) for r in turn.tool_results()]
+        require(len(contents) == 2, f"tool results {contents}")
+        require('"id":"REL-101"' in contents[0], f"lookup_ticket {contents[0]!r}")
+        require('"run":8812' in contents[1], f"check_ci {contents[1]!r}")
+        return f"{turn.turn_id}: {[c[:40] for c in contents]}"
 
     def _failing_step(self, session_id: str) -> str:
         # The model step cannot reach the model: a retryable error, retried by the definition,

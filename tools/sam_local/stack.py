@@ -140,6 +140,13 @@ class LocalStack:
             time.sleep(0.3)
         raise RuntimeError(f"sam local {command[0]} did not listen on {port}: see {log}")
 
+    def stop_sam(self) -> list[str]:
+        """Stop the SAM processes of this run (SAM stops their Lambda containers)."""
+        problems: list[str] = []
+        for sam in reversed(self.processes):
+            problems += _stop_process(sam)
+        return problems
+
     def close(self) -> list[str]:
         """Stop everything this run started, by id; returns what could not be removed."""
         problems: list[str] = []

@@ -23,8 +23,6 @@ DEFAULT_TURN_SETTINGS: tuple[str, ...] = ("max_tokens", "temperature", "top_p", 
 """Model settings a turn may override unless the agent says otherwise (never `extra`, which
 passes provider fields through unchecked, nor `tool_choice`, unless the agent allows them)."""
 
-TOOL_SOURCES = frozenset({"builtin", "notes", "function"})
-
 
 class AgentDefinitionError(ValueError):
     """An agent definition is not accepted; `str()` is the one line to show."""
@@ -101,7 +99,7 @@ class Agent:
         allowed_models: Sequence[str] = (),
         model_settings: ModelSettings | Mapping[str, Any] | None = None,
         turn_settings: Collection[str] = DEFAULT_TURN_SETTINGS,
-        _builtin: Collection[str] = (),
+        _builtin: Collection[str] = (),  # the demo agent's: labelled `builtin` on GET /agent
     ) -> None:
         if not valid_tool_name(name):
             raise AgentDefinitionError(

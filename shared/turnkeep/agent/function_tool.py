@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic.fields import FieldInfo
 from pydantic_core import to_json
 
 from turnkeep.tools.base import Tool, ToolContext, ToolResult
@@ -188,7 +189,7 @@ def result_of(name: str, value: object) -> ToolResult:
         return ToolResult(to_json(value).decode("utf-8"))
     except Exception as exc:  # pydantic_core raises PydanticSerializationError and others
         return ToolResult(
-            f"Error: tool {name} returned a {type(value).__name__}, which is not text or "
+            f"Error: tool {name} returned {type(value).__name__}, which is not text or "
             f"JSON-serialisable ({exc})",
             True,
         )
@@ -277,14 +278,20 @@ def _args_model(
         if param.name not in hints:
             raise ToolDefinitionError(
                 f"function {fn_name}: parameter {param.name} has no type hint (the model needs "
-                "its type: e.g. {param.name}: str)".replace("{param.name}", param.name)
+                f"its type: e.g. {param.name}: str)"
             )
         hint = hints[param.name]
         if hint is ToolContext:
             context_param = param.name
             continue
         default = ... if param.default is inspect.Parameter.empty else param.default
-        fields[param.name] = (hint, Field(default, description=arg_docs.get(param.name)))
+        if isinstance(default, FieldInfo):  # `limit: int = Field(3, ge=1)`: its own field
+            doc = arg_docs.get(param.name)
+            if default.description is None and doc is not None:
+                default = FieldInfo.merge_field_infos(default, description=doc)
+            fields[param.name] = (hint, default)
+        else:
+            fields[param.name] = (hint, Field(default, description=arg_docs.get(param.name)))
         params.append(param.name)
     model_name = "".join(part.title() for part in fn_name.split("_")) + "Args"
     try:

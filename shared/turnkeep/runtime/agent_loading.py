@@ -49,7 +49,8 @@ def _load(reference: str, source: str) -> Agent:
     except ModuleNotFoundError as exc:
         if exc.name is not None and module_name.startswith(exc.name):
             raise problem(
-                f"no module named {exc.name!r} (an agent's package lives in shared/, docs/agent.md)"
+                f"no module named {exc.name!r} (agents live in shared/turnkeep_agents/, "
+                "docs/agent.md)"
             ) from None
         raise problem(f"importing {module_name} failed: {type(exc).__name__}: {exc}") from None
     except Exception as exc:
