@@ -99,6 +99,17 @@ def wait_status(page: Page, status: str, turns: int) -> None:
     assert page.locator("#transcript .turn").count() == turns
 
 
+def body_order(page: Page) -> list[str]:
+    """What the newest turn shows, in page order: user / assistant / result / approval."""
+    order: list[str] = last_turn(page).evaluate(
+        """turn => [...turn.querySelectorAll(".turn-body > :not([hidden])")].map((node) =>
+          node.classList.contains("tool-result") ? "result"
+          : node.classList.contains("approval") ? "approval"
+          : node.classList.contains("user") ? "user" : "assistant")"""
+    )
+    return order
+
+
 def send(page: Page, text: str) -> int:
     """Type a message and send it with Enter, keyboard only; the number its turn will have."""
     turns: int = page.locator("#transcript .turn").count()
@@ -207,6 +218,7 @@ def test_a_person_runs_a_session_in_the_console_from_first_message_to_delete(
         wait_status(page, "completed", turn)
         result = last_turn(page).locator(".tool-result").last.inner_text()
         assert "ship it" in result
+        assert body_order(page)[-2:] == ["result", "assistant"]  # the reply after its result
         assert "Approved" in last_turn(page).locator(".approval").inner_text()
 
         # Deny another one with a reason: the model gets an error result naming it.
@@ -233,6 +245,7 @@ def test_a_person_runs_a_session_in_the_console_from_first_message_to_delete(
         card.locator("button", has_text="Run with these arguments").click()
         wait_status(page, "completed", turn)
         assert "final copy" in last_turn(page).locator(".tool-result").last.inner_text()
+        assert body_order(page)[-2:] == ["result", "assistant"]
         assert "edited arguments" in last_turn(page).locator(".approval").inner_text()
 
         # A slow turn is cancelled while it streams (and the title changes on the way).
@@ -572,3 +585,33 @@ def test_api_errors_read_as_one_sentence_each(server: RealServer) -> None:
         "API error 502 http_error: Bad Gateway",
         "Cannot reach the API at http://x (it may be restarting).",
     ]
+
+
+PLACE_ORDER = """async () => {
+  const { TurnView } = await import("/console/js/turnview.js");
+  const view = new TurnView("op-1", { api: null, sessionId: "s-1" });
+  view.apply({ seq: 2, kind: "entry", entry_id: "op-1:user", role: "user",
+               parts: [{ kind: "text", text: "call echo" }] });
+  view.apply({ seq: 5, kind: "entry", entry_id: "op-1:r0", response_id: "op-1:r0",
+               role: "assistant", parts: [{ kind: "tool_call", id: "c1", name: "echo",
+               arguments: "{}" }] });
+  // The next round's live text overtakes the commit of the result it follows.
+  view.delta({ response_id: "op-1:r1", offset: 0, text: "Tool echo returned" });
+  view.apply({ seq: 7, kind: "entry", entry_id: "op-1:r0:c1", role: "tool",
+               parts: [{ kind: "tool_result", call_id: "c1", name: "echo", content: "ok" }] });
+  view.apply({ seq: 9, kind: "entry", entry_id: "op-1:r1", response_id: "op-1:r1",
+               role: "assistant", parts: [{ kind: "text", text: "Tool echo returned: ok" }] });
+  return [...view.body.children].map((node) => node.className);
+}"""
+
+
+def test_a_tool_result_is_shown_before_the_reply_even_when_live_text_overtakes_it(
+    server: RealServer,
+) -> None:
+    with chromium() as browser:
+        page = browser.new_page()
+        page.goto(server.url + "/")
+        classes = page.evaluate(PLACE_ORDER)
+    assert [c.split()[0] for c in classes] == ["msg", "msg", "tool-result", "msg"]
+    assert "user" in classes[0]
+    assert classes[3] == "msg assistant"  # the settled reply, last

@@ -46,6 +46,7 @@ export function approvalCard(pending, ctx, where = "in this turn") {
       }
     }
     if (decision === "deny" && reason.value.trim()) body.reason = reason.value.trim();
+    card.classList.remove("has-error");
     for (const button of card.querySelectorAll("button")) button.disabled = true;
     status.textContent = "Sending…";
     try {

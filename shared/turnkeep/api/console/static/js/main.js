@@ -62,7 +62,10 @@ function connect(connection) {
   );
   app.meta = new MetaForm(byId("meta-form"), byId("meta-status"), {
     api,
-    onSaved: () => app.sessions.load(true),
+    onSaved: (view) => {
+      app.panel.showView(view); // the new title in the session's header too
+      app.sessions.load(true).then(() => app.sessions.select(view.session_id));
+    },
   });
   app.panel = new SessionPanel(
     {

@@ -63,6 +63,14 @@ export class TurnView {
     if (!live) for (const card of this.approvals.values()) markDecided(card, null);
   }
 
+  /** Put a settled item in the body: before the provisional bubble of a later round, if one
+   * is streaming already (a live delta may overtake the commit of the result it follows). */
+  place(node) {
+    const streaming = this.body.querySelector(".msg.assistant.provisional");
+    if (streaming) this.body.insertBefore(node, streaming);
+    else this.body.append(node);
+  }
+
   /** One event of the events contract (frame, entry, approval_requested/decided). */
   apply(event) {
     if (event.kind === "frame") this.frame(event);
@@ -125,7 +133,7 @@ export class TurnView {
   entry(event) {
     const role = event.role;
     if (role === "user") {
-      this.body.append(
+      this.place(
         h(
           "div",
           { class: "msg user" },
@@ -139,7 +147,7 @@ export class TurnView {
       for (const part of event.parts || []) {
         if (part.kind !== "tool_result") continue;
         const error = Boolean(part.is_error);
-        this.body.append(
+        this.place(
           h(
             "div",
             { class: `tool-result${error ? " is-error" : ""}`, role: error ? "alert" : null },
@@ -151,7 +159,7 @@ export class TurnView {
     } else if (CONTEXT_ROLES.has(role)) {
       const info = (event.parts || [])[0] || {};
       const label = role === "compaction" ? "Compaction summary" : "Context window trimmed";
-      this.body.append(
+      this.place(
         h(
           "aside",
           { class: "compaction", "aria-label": label },
@@ -195,7 +203,7 @@ export class TurnView {
       { ...this.ctx, onDecided: () => this.ctx.onDecided?.() },
     );
     this.approvals.set(event.call_id, card);
-    this.body.append(card);
+    this.place(card);
   }
 
   approvalDecided(event) {
