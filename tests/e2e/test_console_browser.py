@@ -196,7 +196,11 @@ def test_a_person_runs_a_session_in_the_console_from_first_message_to_delete(
         assert "my cat is Rex" in final
         assert len(replies) > 2, replies
         assert all(final.startswith(r.strip()) for r in replies), (replies, final)
-        shots.take("notes")
+        # The agent panel (GET /agent): its tools, the gated ones marked once the key is set.
+        page.wait_for_selector("#agent summary:has-text('Tools')")
+        page.click("#agent summary:has-text('Tools')")
+        assert "echo" in page.inner_text("#agent")
+        shots.take("notes", full_page=True)
 
         # Host keys: tool approval for echo.
         page.fill("#meta-tool-approval", "echo")

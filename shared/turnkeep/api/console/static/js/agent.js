@@ -4,6 +4,12 @@
 import { ApiError, describe } from "./api.js";
 import { h, replaceChildren } from "./dom.js";
 
+/** The first sentence of a (possibly long) tool description. */
+function firstSentence(text) {
+  const cut = String(text).search(/[.!?](\s|$)/);
+  return cut >= 0 ? String(text).slice(0, cut + 1) : String(text);
+}
+
 export async function showAgent(container, api) {
   let agent;
   try {
@@ -19,10 +25,10 @@ export async function showAgent(container, api) {
   const tools = (agent.tools || []).map((tool) =>
     h(
       "li",
-      {},
+      { title: tool.description || null },
       h("code", {}, tool.name),
       tool.requires_approval ? h("span", { class: "badge" }, "needs approval") : null,
-      tool.description ? h("span", { class: "muted" }, ` ${tool.description}`) : null,
+      tool.description ? h("span", { class: "muted" }, ` ${firstSentence(tool.description)}`) : null,
     ),
   );
   const down = (agent.unavailable_sources || []).map((source) =>
