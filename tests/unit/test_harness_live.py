@@ -29,6 +29,9 @@ class Recording:
     def committed(self, event: Committed) -> None:
         self.items.append(event)
 
+    def drain(self) -> None:
+        pass
+
 
 def test_a_tool_result_reaches_the_sink_before_any_delta_of_the_reply_that_reads_it(
     tmp_path: Path,

@@ -93,6 +93,9 @@ class LiveHub:
         """Wake the turn's watches: storage holds new events."""
         self._send((event.session_id, event.op_id), event)
 
+    def drain(self) -> None:
+        """Nothing is queued here: the watches' own tasks read their inboxes."""
+
     def _send(self, key: tuple[str, str], message: HubMessage) -> None:
         with self._lock:
             watches = list(self._watches.get(key, ()))

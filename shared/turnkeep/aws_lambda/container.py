@@ -27,7 +27,9 @@ def runtime() -> Runtime:
                 from turnkeep.live.push import websocket_pusher
 
                 _RUNTIME.deps.live = websocket_pusher(
-                    settings.ws_endpoint, settings.envelope_url_or_local()
+                    settings.ws_endpoint,
+                    settings.envelope_url_or_local(),
+                    delta_gap_s=settings.live_interval_ms / 1000,
                 )
         return _RUNTIME
 

@@ -77,6 +77,17 @@ class LiveSink(Protocol):
     def committed(self, event: Committed) -> None:
         """A commit of the turn's session made `event` visible in storage."""
 
+    def drain(self) -> None:
+        """The step is ending: hand over what is still queued (a no-op where nothing is)."""
+
+
+def drain_quietly(sink: LiveSink) -> None:
+    """`sink.drain()`, logged instead of raised (a step's end never fails on its watchers)."""
+    try:
+        sink.drain()
+    except Exception:
+        logger.exception("a live sink failed to drain; the step ends anyway")
+
 
 def watch_commits(storage: Storage, sink: LiveSink) -> None:
     """Hand every commit of `storage` that touches a turn's events to `sink` (guarded)."""

@@ -6,14 +6,20 @@ the turn's first delta here and again after every commit), so a delta costs one
 `PostToConnection` per subscriber and no DynamoDB request. After each commit the subscribers
 are read again and get the commit's events with `seq` above the cursor they subscribed with;
 one that is new to this process first gets the streaming response's whole text so far (a
-delta from offset 0). A `GoneException` drops the subscription; any other failure is logged:
-a push never fails a step.
+delta from offset 0). Posts leave from one background thread, in order (the model's stream
+never waits on API Gateway), and a step waits for them when its storage handle closes. A
+`GoneException` drops the subscription; any other failure is logged: a push never fails a
+step.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
+import queue
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -109,14 +115,70 @@ class PushStats:
     failures: int = 0
 
 
-class WebSocketPusher:
-    """A `LiveSink` posting to API Gateway WebSocket connections (`post(connection, data)`)."""
+DRAIN_SECONDS: Final = 10.0
+"""How long a step's end waits for its queued posts (then they are given up, logged)."""
 
-    def __init__(self, connections: Connections, management: Any) -> None:
+_Job = tuple[str, str, str, bytes, bool]
+"""(session, turn, connection, message, is it a delta)."""
+
+
+class _Sender:
+    """Posts on one background thread, in the order submitted, so the model's stream never
+    waits on API Gateway; `drain` waits for what is queued (a step's end: a Lambda container
+    is frozen after the invocation returns)."""
+
+    def __init__(self, post: Callable[[str, str, str, bytes, bool], None]) -> None:
+        self._post = post
+        self._queue: queue.Queue[tuple[contextvars.Context, _Job]] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, job: _Job) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="turnkeep-push", daemon=True)
+                self._thread.start()
+        # Posted in the submitting step's context (its context variables: tracing, logging).
+        self._queue.put((contextvars.copy_context(), job))
+
+    def drain(self, timeout: float = DRAIN_SECONDS) -> bool:
+        """Wait until every queued post left; False when `timeout` passed first."""
+        done = self._queue.all_tasks_done
+        with done:
+            return done.wait_for(lambda: self._queue.unfinished_tasks == 0, timeout)
+
+    def _run(self) -> None:
+        while True:
+            context, job = self._queue.get()
+            try:
+                context.run(self._post, *job)
+            except Exception:
+                logger.exception("a push failed unexpectedly")
+            finally:
+                self._queue.task_done()
+
+
+class WebSocketPusher:
+    """A `LiveSink` posting to API Gateway WebSocket connections through `management` (its
+    `post_to_connection`), from a background thread (`drain` at each step's end)."""
+
+    def __init__(
+        self, connections: Connections, management: Any, *, delta_gap_s: float = 0.1
+    ) -> None:
         self._connections = connections
         self._management = management
+        self._delta_gap_s = delta_gap_s
+        self._last_delta: dict[str, float] = {}  # connection -> when its last delta left
         self._turns: dict[tuple[str, str], _Watched] = {}
+        self._gone: set[str] = set()
+        self._gone_lock = threading.Lock()
+        self._sender = _Sender(self._post_now)
         self.stats = PushStats()
+
+    def drain(self) -> None:
+        """Wait for the queued posts (called when a step's storage handle closes)."""
+        if not self._sender.drain():
+            logger.warning("pushes still queued after %s s; the step ends anyway", DRAIN_SECONDS)
 
     def delta(
         self, session_id: str, op_id: str, delta: LiveDelta, so_far: Callable[[], str]
@@ -125,11 +187,12 @@ class WebSocketPusher:
         watched = self._watched(session_id, op_id)
         if not watched.loaded:
             self._refresh(session_id, op_id, watched)
+        self._forget_gone(watched)
         watched.streaming = {delta.response_id: so_far}
         body = message("delta", delta_data(delta))
         for connection in list(watched.subscribers):
             if (connection, delta.response_id) in watched.joined:
-                self._post(session_id, op_id, connection, body)
+                self._post(session_id, op_id, connection, body, delta=True)
             else:
                 self._catch_up_text(session_id, op_id, connection, delta.response_id, so_far)
 
@@ -138,6 +201,7 @@ class WebSocketPusher:
         session_id, op_id = event.session_id, event.op_id
         watched = self._watched(session_id, op_id)
         self._refresh(session_id, op_id, watched)
+        self._forget_gone(watched)
         if not watched.subscribers:
             if event.record is not None:
                 self._turns.pop((session_id, op_id), None)
@@ -185,12 +249,36 @@ class WebSocketPusher:
     ) -> None:
         self._connections_joined(session_id, op_id).add((connection, response_id))
         for piece in whole_text(response_id, so_far()):
-            self._post(session_id, op_id, connection, message("delta", delta_data(piece)))
+            body = message("delta", delta_data(piece))
+            self._post(session_id, op_id, connection, body, delta=True)
 
     def _connections_joined(self, session_id: str, op_id: str) -> set[tuple[str, str]]:
         return self._watched(session_id, op_id).joined
 
-    def _post(self, session_id: str, op_id: str, connection: str, body: bytes) -> None:
+    def _forget_gone(self, watched: _Watched) -> None:
+        with self._gone_lock:
+            gone = set(self._gone)
+        for connection in gone:
+            watched.subscribers.pop(connection, None)
+
+    def _post(
+        self, session_id: str, op_id: str, connection: str, body: bytes, *, delta: bool = False
+    ) -> None:
+        self._sender.submit((session_id, op_id, connection, body, delta))
+
+    def _post_now(
+        self, session_id: str, op_id: str, connection: str, body: bytes, delta: bool
+    ) -> None:
+        with self._gone_lock:
+            if connection in self._gone:
+                return
+        if delta:
+            # The step hands pieces over at most once per interval; a backlog behind a slow
+            # post must not bunch them: a connection gets at most one delta per interval.
+            wait = self._last_delta.get(connection, 0.0) + self._delta_gap_s - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            self._last_delta[connection] = time.monotonic()
         try:
             self._management.post_to_connection(ConnectionId=connection, Data=body)
             self.stats.posts += 1
@@ -198,7 +286,8 @@ class WebSocketPusher:
             code = getattr(exc, "response", {}).get("Error", {}).get("Code")
             if code == "GoneException":
                 self.stats.gone += 1
-                self._watched(session_id, op_id).subscribers.pop(connection, None)
+                with self._gone_lock:
+                    self._gone.add(connection)
                 try:
                     self._connections.unsubscribe(session_id, op_id, connection)
                 except Exception:
@@ -235,8 +324,11 @@ def table_of(envelope_url: str) -> str:
     return tables[0]
 
 
-def websocket_pusher(endpoint: str, envelope_url: str) -> WebSocketPusher:
+def websocket_pusher(
+    endpoint: str, envelope_url: str, *, delta_gap_s: float = 0.1
+) -> WebSocketPusher:
     """The pusher of a Lambda container: subscriptions in the envelope table, posts through
     the WebSocket API's management endpoint (clients built on first use)."""
     connections = Connections(LazyClient("dynamodb"), table_of(envelope_url))
-    return WebSocketPusher(connections, LazyClient("apigatewaymanagementapi", endpoint))
+    management = LazyClient("apigatewaymanagementapi", endpoint)
+    return WebSocketPusher(connections, management, delta_gap_s=delta_gap_s)

@@ -12,7 +12,7 @@ from turnkeep.envelope import Envelope, EnvelopeConflictError, MetaScalar
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import OperationNotFoundError
 from turnkeep.harness.io import ModelStepOutput, TurnResult
-from turnkeep.harness.live import watch_commits
+from turnkeep.harness.live import drain_quietly, watch_commits
 from turnkeep.harness.state import (
     OperationState,
     TurnRecord,
@@ -34,6 +34,8 @@ def open_session(deps: HarnessDeps, session_id: str) -> Iterator[Storage]:
         yield storage
     finally:
         storage.close()
+        if deps.live is not None:
+            drain_quietly(deps.live)  # what the step pushed has left before it returns
 
 
 def no_operation(session_id: str, op_id: str) -> OperationNotFoundError:
