@@ -456,7 +456,7 @@ STREAM_CONTRACT = """async (bodies) => {
 
 
 @pytest.mark.parametrize(
-    ("status", "code"), [(404, "not_found"), (501, "not_implemented")], ids=["404", "501"]
+    ("status", "code"), [(404, "not_found"), (501, "stream_unavailable")], ids=["404", "501"]
 )
 def test_without_a_stream_route_the_follower_polls_the_events_page_with_its_cursor(
     server: RealServer, status: int, code: str
