@@ -84,6 +84,7 @@ def make_harness(
     provider: ModelProvider | None = None,
     settings: ApiSettings | None = None,
     turnkeep: Callable[[str], TurnkeepSettings] | None = None,
+    console: bool = False,
 ) -> Iterator[ApiHarness]:
     """Yield an ApiHarness; closes everything afterwards (use from a fixture)."""
     name = f"api-{uuid.uuid4().hex[:10]}"
@@ -96,7 +97,13 @@ def make_harness(
     )
     runtime = build_runtime(base, provider=provider or ScriptedProvider())
     launcher = RecordingLauncher(runtime, run=run_turns)
-    app = create_app(runtime, launcher, LocalDevAuthenticator(), settings=settings or ApiSettings())
+    app = create_app(
+        runtime,
+        launcher,
+        LocalDevAuthenticator(),
+        settings=settings or ApiSettings(),
+        console=console,
+    )
     with TestClient(app, raise_server_exceptions=False) as client:
         yield ApiHarness(runtime, launcher, client)
     runtime.close()

@@ -35,13 +35,13 @@ class RealServer:
         self.url = ""
         self.stderr: list[str] = []
 
-    def start(self) -> str:
-        """Start the server (a free port each time); returns its base URL."""
+    def start(self, port: int = 0) -> str:
+        """Start the server (a free port unless `port` is given); returns its base URL."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEP_")}
         env["TURNKEEP_LOCAL_DIR"] = str(self.data_dir)
         env.update(self.extra_env)
         process = subprocess.Popen(
-            [*self.command, "--port", "0", "--log-level", "warning"],
+            [*self.command, "--port", str(port), "--log-level", "warning"],
             cwd=self.data_dir.parent,
             env=env,
             stdout=subprocess.PIPE,

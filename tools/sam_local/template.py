@@ -117,7 +117,8 @@ def render(template: dict[str, Any], parameters: dict[str, str] | None = None) -
     """`template` as CloudFormation deploys it for `parameters` (others at their Default):
     resources whose Condition is false dropped, every `Fn::If` replaced by its chosen branch
     (`Ref AWS::NoValue` removes the key). Conditions may use `Fn::Equals` of a parameter `Ref`
-    and a literal, `Fn::Not`; anything else raises ValueError. Idempotent."""
+    and a literal, `Fn::Not`, `Fn::And`, `Fn::Or`; anything else raises ValueError.
+    Idempotent."""
     values = {
         name: str((parameters or {}).get(name, spec.get("Default", "")))
         for name, spec in template.get("Parameters", {}).items()
@@ -133,6 +134,10 @@ def render(template: dict[str, Any], parameters: dict[str, str] | None = None) -
             return left == right
         if isinstance(expr, dict) and set(expr) == {"Fn::Not"}:
             return not truth(expr["Fn::Not"][0])
+        if isinstance(expr, dict) and set(expr) == {"Fn::And"}:
+            return all(truth(e) for e in expr["Fn::And"])
+        if isinstance(expr, dict) and set(expr) == {"Fn::Or"}:
+            return any(truth(e) for e in expr["Fn::Or"])
         if isinstance(expr, dict) and set(expr) == {"Condition"}:
             return truth(conditions[expr["Condition"]])
         raise ValueError(f"unsupported condition: {expr!r}")
@@ -158,9 +163,14 @@ def render(template: dict[str, Any], parameters: dict[str, str] | None = None) -
         for logical_id, resource in template["Resources"].items()
         if "Condition" not in resource or truth(conditions[resource["Condition"]])
     }
-    for key in ("Globals", "Outputs"):
-        if key in template:
-            rendered[key] = walk(template[key])
+    if "Globals" in template:
+        rendered["Globals"] = walk(template["Globals"])
+    if "Outputs" in template:
+        rendered["Outputs"] = {
+            name: walk({k: v for k, v in output.items() if k != "Condition"})
+            for name, output in template["Outputs"].items()
+            if "Condition" not in output or truth(conditions[output["Condition"]])
+        }
     return rendered
 
 

@@ -23,8 +23,12 @@ def create_app(
     authenticator: Authenticator,
     *,
     settings: ApiSettings | None = None,
+    console: bool = False,
 ) -> FastAPI:
-    """The API over `runtime` (harness deps + envelope store); turns are run by `launcher`."""
+    """The API over `runtime` (harness deps + envelope store); turns are run by `launcher`.
+
+    `console`: also serve the web console at `/` (`turnkeep serve` does; the Lambda does not).
+    """
     api_settings = settings or ApiSettings()
     app = FastAPI(
         title="turnkeep",
@@ -44,4 +48,8 @@ def create_app(
     app.include_router(stream.router)  # SSE; 501 where no in-process hub runs the turns
     app.include_router(approvals.router)
     app.include_router(agent.router)
+    if console:
+        from turnkeep.api.console import console_router
+
+        app.include_router(console_router())
     return app

@@ -126,9 +126,13 @@ class SessionView(BaseModel):
 
 
 class SessionList(BaseModel):
-    """The caller's sessions, oldest first."""
+    """The caller's sessions in the order asked for (oldest first by default), one page."""
 
     sessions: list[SessionView]
+    next_cursor: str | None = Field(
+        default=None,
+        description="pass as `cursor` for the next page; null when this page is the last",
+    )
 
 
 class TurnAccepted(BaseModel):

@@ -221,7 +221,9 @@ def serve(
         runtime.deps, workers=api_settings.local_workers, max_pending=api_settings.local_max_pending
     )
     try:
-        app = create_app(runtime, launcher, LocalDevAuthenticator(), settings=api_settings)
+        app = create_app(
+            runtime, launcher, LocalDevAuthenticator(), settings=api_settings, console=True
+        )
         port = sock.getsockname()[1]
         resumed = resume_unfinished(runtime, launcher)
         if resumed:
@@ -233,6 +235,7 @@ def serve(
             f"model {runtime.settings.model}; "
             "auth: 'Authorization: Bearer dev-<user>'\n"
         )
+        out.write(f"console: http://{shown_host}:{port}/\n")
         out.flush()
         server = _quiet_server(uvicorn.Config(app, log_level=options.log_level, lifespan="off"))
         server.run(sockets=[sock])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Query, Response
 
@@ -18,6 +18,7 @@ from turnkeep.api.models import (
     TranscriptPage,
     error_responses,
 )
+from turnkeep.api.session_pages import SESSION_CURSOR_PATTERN, session_page
 from turnkeep.api.views import DELETE_MARKER, session_view, transcript_page
 from turnkeep.envelope import (
     EnvelopeConflictError,
@@ -67,15 +68,39 @@ def create_session(ctx: Ctx, user: User, body: CreateSessionRequest | None = Non
     return session_view(envelope)
 
 
-@router.get("", response_model=SessionList)
-def list_sessions(ctx: Ctx, user: User) -> SessionList:
-    """The caller's sessions, oldest first."""
+SessionOrder = Annotated[
+    Literal["oldest", "newest"],
+    Query(description="`oldest` first (the default) or `newest` first, by creation time"),
+]
+SessionCursor = Annotated[
+    str | None,
+    Query(
+        max_length=160,
+        pattern=SESSION_CURSOR_PATTERN,
+        description="exclusive: the `next_cursor` of the previous page",
+    ),
+]
+SessionLimit = Annotated[
+    int | None, Query(ge=1, le=1000, description="page size (absent: every session)")
+]
+
+
+@router.get("", response_model=SessionList, responses=error_responses(422))
+def list_sessions(
+    ctx: Ctx,
+    user: User,
+    order: SessionOrder = "oldest",
+    cursor: SessionCursor = None,
+    limit: SessionLimit = None,
+) -> SessionList:
+    """The caller's sessions, oldest first unless `order=newest`; paged when `limit` is given."""
+    page, next_cursor = session_page(
+        ctx.runtime.envelopes.list_for_owner(user), order=order, cursor=cursor, limit=limit
+    )
     deps = ctx.runtime.deps
     return SessionList(
-        sessions=[
-            session_view(reconcile_envelope(deps, e))
-            for e in ctx.runtime.envelopes.list_for_owner(user)
-        ]
+        sessions=[session_view(reconcile_envelope(deps, e)) for e in page],
+        next_cursor=next_cursor,
     )
 
 

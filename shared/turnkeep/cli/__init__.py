@@ -18,6 +18,7 @@ from turnkeep.cli import remote
 from turnkeep.cli.chat import TOKEN_ENV, Terminated, run_local_chat, run_remote_chat
 from turnkeep.cli.demo import DEMO_USER, run_demo
 from turnkeep.cli.printer import StreamPrinter
+from turnkeep.cli.token import add_token_parser, run_token
 from turnkeep.runtime.build import open_local_runtime
 from turnkeep.runtime.config_errors import CONFIG_EXIT_STATUS, ConfigError
 from turnkeep.runtime.settings import local_settings
@@ -33,6 +34,7 @@ commands:
   turnkeep chat       chat in the terminal (in-process, or --url for an API)
   turnkeep demo       a scripted multi-turn conversation, checked as it runs
   turnkeep sessions   list / show / notes / delete local sessions
+  turnkeep token      sign in to the stack's Cognito user pool and print a token
 `turnkeep <command> --help` for each one's options."""
 
 
@@ -214,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_agent(demo)
     _add_sessions(sub)
+    add_token_parser(sub)
     return parser
 
 
@@ -234,6 +237,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(args)
         if args.command == "sessions":
             return _run_sessions(args, sys.stdout)
+        if args.command == "token":
+            return run_token(args, sys.stdout, sys.stderr)
         _interrupt_on_sigterm()
         if args.command == "demo":
             return run_demo(args, sys.stdout)

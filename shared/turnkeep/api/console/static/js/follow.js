@@ -1,0 +1,135 @@
+// Follows one turn until it ends: the stream route when the server has it, else the events
+// page polled with its cursor (docs/api.md, "Events"). Either way every event reaches
+// `onEvent` once, in seq order; a lost connection is retried from the last seq seen, so
+// nothing is missed or shown twice when the server goes away and comes back.
+
+import { UnreachableError, errorOf, isTransient, path } from "./api.js";
+import { sseEvents } from "./sse.js";
+
+const POLL_MIN_MS = 50;
+const POLL_MAX_MS = 500;
+const RETRY_MAX_MS = 5000;
+const PAGE_LIMIT = 200;
+// Statuses meaning "no stream route here" (an older or deployed API): poll instead.
+const NO_STREAM = new Set([404, 405, 501]);
+
+const sleep = (ms, signal) =>
+  new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+
+/**
+ * Follow turn `turnId` of `sessionId`. `handlers`: onEvent(event) for frames, entries and
+ * approval events; onDelta({response_id, offset, text}) for live text; onStatus({turn_id,
+ * status}) when the turn's status changes; onConnection(state) with "stream" | "poll" |
+ * "offline". Resolves to the end {turn_id, status, error, rounds,
+ * usage}; rejects on a non-transient API error; resolves to null when `signal` aborts.
+ */
+export async function followTurn(api, sessionId, turnId, handlers, { signal, cursor = 0 } = {}) {
+  const state = { cursor, mode: "stream" };
+  const turnPath = path("sessions", sessionId, "turns", turnId);
+  const deliver = (event) => {
+    if (typeof event.seq === "number") {
+      if (event.seq <= state.cursor) return;
+      state.cursor = event.seq;
+    }
+    handlers.onEvent?.(event);
+  };
+  let retry = 250;
+  while (!signal?.aborted) {
+    try {
+      const end =
+        state.mode === "stream"
+          ? await streamOnce(api, turnPath, state, deliver, handlers, signal)
+          : await pollUntilEnd(api, turnPath, state, deliver, handlers, signal);
+      if (end) return end;
+      retry = 250;
+      // The stream closed without an end (a proxy's timeout, a restart): reconnect from the
+      // cursor after a breath, so a server that keeps closing is not hammered.
+      if (state.mode === "stream") await sleep(retry, signal);
+    } catch (error) {
+      if (error && error.name === "AbortError") return null;
+      if (!isTransient(error)) throw error;
+      handlers.onConnection?.("offline");
+      await sleep(retry, signal);
+      retry = Math.min(retry * 2, RETRY_MAX_MS);
+    }
+  }
+  return null;
+}
+
+async function streamOnce(api, turnPath, state, deliver, handlers, signal) {
+  const response = await api.send("GET", `${turnPath}/stream`, {
+    query: state.cursor ? { cursor: state.cursor } : undefined,
+    signal,
+    accept: "text/event-stream",
+  });
+  if (NO_STREAM.has(response.status)) {
+    state.mode = "poll";
+    return null;
+  }
+  if (!response.ok) throw await errorOf(response);
+  if (!(response.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
+    state.mode = "poll";
+    return null;
+  }
+  handlers.onConnection?.("stream");
+  try {
+    for await (const message of sseEvents(response.body)) {
+      const data = parse(message.data);
+      if (data === undefined) continue;
+      if (message.event === "delta") handlers.onDelta?.(data);
+      else if (message.event === "status") handlers.onStatus?.(data);
+      else if (message.event === "end") return data;
+      else if (data && typeof data.kind === "string") deliver(data); // frame, entry, approval_*
+    }
+  } catch (error) {
+    if (error && error.name === "AbortError") throw error;
+    throw new UnreachableError("The live stream was cut; reconnecting.");
+  }
+  return null;
+}
+
+function parse(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+async function pollUntilEnd(api, turnPath, state, deliver, handlers, signal) {
+  handlers.onConnection?.("poll");
+  let wait = POLL_MIN_MS;
+  while (!signal?.aborted) {
+    const page = await api.get(
+      `${turnPath}/events`,
+      { cursor: state.cursor, limit: PAGE_LIMIT },
+      { signal },
+    );
+    handlers.onConnection?.("poll");
+    for (const event of page.events) deliver(event);
+    if (page.status !== state.status) {
+      state.status = page.status;
+      handlers.onStatus?.({ turn_id: page.turn_id, status: page.status });
+    }
+    if (page.finished) {
+      const view = await api.get(turnPath, undefined, { signal });
+      return {
+        turn_id: view.turn_id,
+        status: view.status,
+        error: view.error,
+        rounds: view.rounds,
+        usage: view.usage,
+      };
+    }
+    if (page.events.length >= PAGE_LIMIT) continue; // more is waiting: read it at once
+    await sleep(wait, signal);
+    wait = page.events.length ? POLL_MIN_MS : Math.min(wait * 2, POLL_MAX_MS);
+  }
+  return null;
+}

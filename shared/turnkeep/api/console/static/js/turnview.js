@@ -1,0 +1,213 @@
+// One turn on the page: its status line, the user message, each response bubble (provisional
+// while it streams, replaced by the settled entry), tool calls and results, approvals and
+// compaction summaries. History and live turns go through the same `apply`.
+
+import { h, replaceChildren } from "./dom.js";
+import { approvalCard, markDecided } from "./approvals.js";
+
+const CONTEXT_ROLES = new Set(["compaction", "context_window"]);
+
+function textOf(parts) {
+  return (parts || [])
+    .filter((p) => p && p.kind === "text")
+    .map((p) => String(p.text ?? ""))
+    .join("");
+}
+
+function args(raw) {
+  if (typeof raw !== "string") return JSON.stringify(raw ?? {}, null, 2);
+  try {
+    return JSON.stringify(JSON.parse(raw), null, 2);
+  } catch {
+    return raw;
+  }
+}
+
+/** The one-line status of a turn: `completed · 2 rounds · 40 in / 12 out tokens`. */
+export function statusText(view) {
+  const rounds = Number(view.rounds || 0);
+  const usage = view.usage || {};
+  let text = `${view.status} · ${rounds} round${rounds === 1 ? "" : "s"}`;
+  text += ` · ${usage.input_tokens || 0} in / ${usage.output_tokens || 0} out tokens`;
+  return text;
+}
+
+export class TurnView {
+  /** `ctx`: {api, sessionId, notify(text, kind)}; the element is `this.element`. */
+  constructor(turnId, ctx) {
+    this.turnId = turnId;
+    this.ctx = ctx;
+    this.bubbles = new Map(); // response_id -> {element, text, textNode, calls}
+    this.approvals = new Map(); // call_id -> card element
+    this.status = h("p", { class: "turn-status", "aria-live": "polite" }, "…");
+    this.error = h("p", { class: "turn-error", role: "alert", hidden: true });
+    this.body = h("div", { class: "turn-body" });
+    this.element = h(
+      "article",
+      { class: "turn", dataset: { turn: turnId }, "aria-label": `turn ${turnId}` },
+      h("header", { class: "turn-head" }, h("span", { class: "turn-id" }, turnId), this.status),
+      this.body,
+      this.error,
+    );
+  }
+
+  setStatus(view) {
+    this.lastStatus = view;
+    this.status.textContent = statusText(view);
+    this.element.dataset.status = view.status;
+    if (view.error) {
+      this.error.textContent = `Error: ${view.error}`;
+      this.error.hidden = false;
+    }
+    const live = ["running", "cancelling", "awaiting_approval"].includes(view.status);
+    if (!live) for (const card of this.approvals.values()) markDecided(card, null);
+  }
+
+  /** Put a settled item in the body: before the provisional bubble of a later round, if one
+   * is streaming already (a live delta may overtake the commit of the result it follows). */
+  place(node) {
+    const streaming = this.body.querySelector(".msg.assistant.provisional");
+    if (streaming) this.body.insertBefore(node, streaming);
+    else this.body.append(node);
+  }
+
+  /** One event of the events contract (frame, entry, approval_requested/decided). */
+  apply(event) {
+    if (event.kind === "frame") this.frame(event);
+    else if (event.kind === "entry") this.entry(event);
+    else if (event.kind === "approval_requested") this.approvalRequested(event);
+    else if (event.kind === "approval_decided") this.approvalDecided(event);
+  }
+
+  /** A live delta of the stream route: same rule as a frame's text. */
+  delta(delta) {
+    this.frame({ response_id: delta.response_id, offset: delta.offset, text: delta.text });
+  }
+
+  bubble(rid) {
+    let bubble = this.bubbles.get(rid);
+    if (!bubble) {
+      const textNode = h("div", { class: "bubble-text" });
+      const calls = h("div", { class: "bubble-calls" });
+      const element = h(
+        "div",
+        { class: "msg assistant provisional", dataset: { response: rid } },
+        h("span", { class: "who" }, "assistant"),
+        textNode,
+        calls,
+      );
+      bubble = { element, text: "", textNode, calls, liveCalls: new Map() };
+      this.bubbles.set(rid, bubble);
+      this.body.append(element);
+    }
+    return bubble;
+  }
+
+  frame(event) {
+    const rid = String(event.response_id || "");
+    const bubble = this.bubble(rid);
+    if (bubble.settled) return; // the settled entry already replaced the provisional text
+    const piece = typeof event.text === "string" ? event.text : "";
+    const offset = Number.isInteger(event.offset) ? event.offset : bubble.text.length;
+    if (piece || offset !== bubble.text.length) {
+      bubble.text = bubble.text.slice(0, offset) + piece;
+      bubble.textNode.textContent = bubble.text;
+    }
+    for (const delta of event.deltas || []) this.liveCall(bubble, delta);
+  }
+
+  liveCall(bubble, delta) {
+    if (delta.type !== "tool_call" && delta.type !== "tool_args") return;
+    const index = delta.index ?? 0;
+    let call = bubble.liveCalls.get(index);
+    if (!call) {
+      call = { name: "", args: "", node: h("pre", { class: "call live" }) };
+      bubble.liveCalls.set(index, call);
+      bubble.calls.append(call.node);
+    }
+    if (delta.type === "tool_call") call.name = delta.name || call.name;
+    else call.args += delta.text || "";
+    call.node.textContent = `→ ${call.name}(${call.args})`;
+  }
+
+  entry(event) {
+    const role = event.role;
+    if (role === "user") {
+      this.place(
+        h(
+          "div",
+          { class: "msg user" },
+          h("span", { class: "who" }, "you"),
+          h("div", { class: "bubble-text" }, textOf(event.parts)),
+        ),
+      );
+    } else if (role === "assistant") {
+      this.settle(event);
+    } else if (role === "tool") {
+      for (const part of event.parts || []) {
+        if (part.kind !== "tool_result") continue;
+        const error = Boolean(part.is_error);
+        this.place(
+          h(
+            "div",
+            { class: `tool-result${error ? " is-error" : ""}`, role: error ? "alert" : null },
+            h("span", { class: "who" }, `${error ? "tool error" : "tool result"} · ${part.name}`),
+            h("pre", {}, String(part.content ?? "")),
+          ),
+        );
+      }
+    } else if (CONTEXT_ROLES.has(role)) {
+      const info = (event.parts || [])[0] || {};
+      const label = role === "compaction" ? "Compaction summary" : "Context window trimmed";
+      this.place(
+        h(
+          "aside",
+          { class: "compaction", "aria-label": label },
+          h("strong", {}, label),
+          h(
+            "span",
+            { class: "figures" },
+            ` ${info.tokens_before ?? "?"} → ${info.tokens_after ?? "?"} tokens`,
+          ),
+          info.summary ? h("p", {}, String(info.summary)) : null,
+        ),
+      );
+    }
+  }
+
+  settle(event) {
+    const rid = String(event.response_id || event.entry_id || "");
+    const bubble = this.bubble(rid);
+    bubble.settled = true;
+    bubble.text = textOf(event.parts);
+    bubble.textNode.textContent = bubble.text;
+    bubble.element.classList.remove("provisional");
+    bubble.element.hidden = !bubble.text && !(event.parts || []).some((p) => p.kind === "tool_call");
+    const calls = (event.parts || [])
+      .filter((p) => p.kind === "tool_call")
+      .map((p) => h("pre", { class: "call" }, `→ ${p.name}(${args(p.arguments)})`));
+    replaceChildren(bubble.calls, calls);
+    if (event.interrupted) bubble.element.append(h("p", { class: "note" }, "(interrupted)"));
+  }
+
+  approvalRequested(event) {
+    if (this.approvals.has(event.call_id)) return;
+    const card = approvalCard(
+      {
+        session_id: this.ctx.sessionId,
+        turn_id: this.turnId,
+        call_id: event.call_id,
+        tool: event.tool,
+        arguments: event.arguments,
+      },
+      { ...this.ctx, onDecided: () => this.ctx.onDecided?.() },
+    );
+    this.approvals.set(event.call_id, card);
+    this.place(card);
+  }
+
+  approvalDecided(event) {
+    const card = this.approvals.get(event.call_id);
+    if (card) markDecided(card, event.decision, event.reason);
+  }
+}
