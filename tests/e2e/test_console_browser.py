@@ -348,6 +348,48 @@ def test_the_stream_follower_applies_frames_deltas_and_entries_per_the_contract(
     assert outcome["events"] == [10, 11, 12]  # the replayed seq 11 is not applied twice
 
 
+def test_offsets_count_code_points_so_a_reply_with_an_emoji_streams_without_a_cut(
+    server: RealServer,
+) -> None:
+    """The server counts `offset` in code points (docs/api.md, "Event stream"): a delta after
+    an astral character (two UTF-16 units in JavaScript) continues the text exactly there."""
+    emoji_events: list[tuple[str, str | None, dict[str, Any]]] = [
+        (
+            "frame",
+            "11",
+            {
+                "seq": 11,
+                "kind": "frame",
+                "response_id": "op-1:r0",
+                "round": 0,
+                "offset": 0,
+                "text": "\U0001f408 Rex",
+                "deltas": [{"type": "text", "text": "\U0001f408 Rex"}],
+            },
+        ),
+        ("delta", None, {"response_id": "op-1:r0", "offset": 5, "text": " naps"}),
+        ("delta", None, {"response_id": "op-1:r0", "offset": 9, "text": "s \U0001f634!"}),
+        ("end", None, STREAM_EVENTS_END),
+    ]
+    with chromium() as browser:
+        page = browser.new_page()
+        page.goto(server.url + "/console/js/api.js")
+        outcome = page.evaluate(STREAM_CONTRACT, [_sse(emoji_events)])
+    assert outcome["texts"] == [
+        "\U0001f408 Rex",
+        "\U0001f408 Rex naps",
+        "\U0001f408 Rex naps \U0001f634!",
+    ]
+
+
+STREAM_EVENTS_END: dict[str, Any] = {
+    "turn_id": "op-1",
+    "status": "completed",
+    "error": None,
+    "rounds": 1,
+    "usage": {"input_tokens": 5, "output_tokens": 4},
+}
+
 STREAM_EVENTS: list[tuple[str, str | None, dict[str, Any]]] = [
     (
         "entry",

@@ -108,9 +108,12 @@ export class TurnView {
     const bubble = this.bubble(rid);
     if (bubble.settled) return; // the settled entry already replaced the provisional text
     const piece = typeof event.text === "string" ? event.text : "";
-    const offset = Number.isInteger(event.offset) ? event.offset : bubble.text.length;
-    if (piece || offset !== bubble.text.length) {
-      bubble.text = bubble.text.slice(0, offset) + piece;
+    // The server counts `offset` in code points (docs/api.md), a JS string's length in UTF-16
+    // units: an emoji before the offset would otherwise cut or repeat the text after it.
+    const chars = Array.from(bubble.text);
+    const offset = Number.isInteger(event.offset) ? event.offset : chars.length;
+    if (piece || offset !== chars.length) {
+      bubble.text = chars.slice(0, offset).join("") + piece;
       bubble.textNode.textContent = bubble.text;
     }
     for (const delta of event.deltas || []) this.liveCall(bubble, delta);
