@@ -6,10 +6,12 @@ each state are written to a tmp dir (or `TURNKEEP_CONSOLE_SCREENSHOTS`, e.g. doc
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
 
 from tests.support.browser import chromium, clear, screenshot_dir
@@ -661,3 +663,118 @@ def test_a_tool_result_is_shown_before_the_reply_even_when_live_text_overtakes_i
     assert [c.split()[0] for c in classes] == ["msg", "msg", "tool-result", "msg"]
     assert "user" in classes[0]
     assert classes[3] == "msg assistant"  # the settled reply, last
+
+
+def connect(page: Page, server: RealServer, user: str) -> None:
+    """Open the console on `server` and connect as `user` (the dev token)."""
+    page.goto(server.url + "/")
+    page.fill("#token", f"dev-{user}")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#signed-in:has-text('Connected to')")
+
+
+def api_client(server: RealServer, user: str) -> httpx.Client:
+    return httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer dev-{user}"}, timeout=30.0
+    )
+
+
+def test_older_sessions_pages_the_list_on_newest_first_until_the_last_page(
+    server: RealServer,
+) -> None:
+    """23 sessions: the list shows the newest 20, "Older sessions" appends the other 3 (the
+    next page by its cursor) and then hides; an older one opens from there."""
+    with api_client(server, "erin") as client:
+        for i in range(23):
+            assert client.post("/sessions", json={"title": f"s{i:02d}"}).status_code == 201
+        newest = client.get("/sessions", params={"order": "newest"}).json()["sessions"]
+    expected = [view["meta"]["title"] for view in newest]
+    with chromium() as browser:
+        page = browser.new_page()
+        requests: list[str] = []
+        page.on("request", lambda request: requests.append(request.url))
+        connect(page, server, "erin")
+        titles = page.locator("#session-list .session-title")
+        page.wait_for_function(
+            "() => document.querySelectorAll('#session-list .session-title').length === 20"
+        )
+        assert titles.all_inner_texts() == expected[:20]
+        more = page.locator("#more-sessions")
+        assert more.is_visible()
+        more.click()
+        page.wait_for_function(
+            "() => document.querySelectorAll('#session-list .session-title').length === 23"
+        )
+        assert titles.all_inner_texts() == expected
+        assert more.is_hidden()
+        listed = [url for url in requests if "/sessions?" in url]
+        assert len(listed) == 2
+        assert "cursor=" not in listed[0]
+        assert "order=newest" in listed[1]
+        assert "cursor=" in listed[1]
+        page.locator("#session-list .session-button", has_text=expected[-1]).click()
+        page.wait_for_selector(f"#session-title:has-text('{expected[-1]}')")
+
+
+def test_calls_waiting_in_other_sessions_are_approved_or_denied_from_the_pending_list(
+    server: RealServer,
+) -> None:
+    """Two sessions wait on a gated call, neither open: one is approved from the pending list,
+    the other denied there with a reason; both turns end accordingly and the list empties."""
+    with api_client(server, "frank") as client:
+        turns: dict[str, tuple[str, str]] = {}
+        for name in ("ship", "drop"):
+            sid = client.post("/sessions", json={"title": name}).json()["session_id"]
+            assert client.put(f"/sessions/{sid}/meta", json={"toolApproval": "echo"}).is_success
+            started = client.post(
+                f"/sessions/{sid}/turns", json={"text": f'call echo {{"text": "{name}"}}'}
+            )
+            turns[name] = (sid, started.json()["turn_id"])
+        with chromium() as browser:
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            connect(page, server, "frank")
+            cards = page.locator("#pending-list .pending-item")
+
+            def card(name: str) -> Any:
+                return cards.filter(has_text=turns[name][0]).locator(".approval")
+
+            # Waiting calls show up on the 4 s refresh (or at once when already waiting).
+            page.wait_for_function(
+                "() => document.querySelectorAll('#pending-list .pending-item').length === 2",
+                timeout=TURN_MS,
+            )
+            card("ship").locator("button", has_text="Approve").click()
+            card("drop").locator("input").fill("not from here")
+            card("drop").locator("button", has_text="Deny").click()
+            page.wait_for_selector("#pending-list .pending-item", state="detached", timeout=TURN_MS)
+            assert page.locator("#pending-list p.muted", has_text="Nothing waits").is_visible()
+            ended = {name: _wait_ended(client, *ids) for name, ids in turns.items()}
+            assert errors == []
+    assert ended["ship"]["status"] == "completed"
+    assert ended["drop"]["status"] == "completed"
+    # The model got the approved call's result and the denial's reason as an error result.
+    assert not ended["ship"]["result"].get("is_error")
+    assert ended["drop"]["result"].get("is_error")
+    assert "not from here" in ended["drop"]["result"]["content"]
+
+
+def _wait_ended(client: httpx.Client, sid: str, turn: str) -> dict[str, Any]:
+    """Wait for the turn to end: its status and its (one) tool result part."""
+    deadline = time.monotonic() + TURN_MS / 1000
+    while True:
+        view = client.get(f"/sessions/{sid}/turns/{turn}").json()
+        if view["status"] not in ("running", "awaiting_approval", "cancelling"):
+            break
+        assert time.monotonic() < deadline, view
+        time.sleep(0.1)
+    page = client.get(f"/sessions/{sid}/turns/{turn}/events", params={"limit": 1000}).json()
+    [result] = [
+        part
+        for event in page["events"]
+        if event["kind"] == "entry"
+        for part in event["parts"]
+        if part["kind"] == "tool_result"
+    ]
+    return {"status": view["status"], "result": result}
