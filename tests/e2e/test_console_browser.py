@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,19 +30,25 @@ if TYPE_CHECKING:
     from playwright.sync_api import Page
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[RealServer]:
-    real = RealServer(
-        tmp_path / "data",
-        extra_env={"TURNKEEP_MODEL": MODEL, "TURNKEEP_TURN_START_LIMIT": str(START_LIMIT)},
-    )
-    (tmp_path / "data").mkdir()
+@contextmanager
+def serving(data_dir: Path, extra_env: dict[str, str]) -> Iterator[RealServer]:
+    """A running server over `data_dir`; stopped after, and it must not have printed a
+    traceback."""
+    real = RealServer(data_dir, extra_env=extra_env)
+    data_dir.mkdir()
     real.start()
     try:
         yield real
     finally:
         real.stop()
     assert not real.tracebacks(), real.tracebacks()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[RealServer]:
+    env = {"TURNKEEP_MODEL": MODEL, "TURNKEEP_TURN_START_LIMIT": str(START_LIMIT)}
+    with serving(tmp_path / "data", env) as real:
+        yield real
 
 
 class Shots:
@@ -121,6 +128,27 @@ def send(page: Page, text: str) -> int:
     return turns + 1
 
 
+def connect(page: Page, server: RealServer, user: str) -> None:
+    """Open the console on `server` and connect as `user` (the dev token)."""
+    page.goto(server.url + "/")
+    page.fill("#token", f"dev-{user}")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#signed-in:has-text('Connected to')")
+
+
+def api_client(server: RealServer, user: str) -> httpx.Client:
+    return httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer dev-{user}"}, timeout=30.0
+    )
+
+
+def new_session(page: Page, title: str) -> None:
+    """Create a session with `title` from the list's form; it opens."""
+    page.fill("#new-title", title)
+    page.keyboard.press("Enter")
+    page.wait_for_selector(f"#session-title:has-text('{title}')")
+
+
 def axe_critical(page: Page) -> list[dict[str, Any]]:
     """axe-core's violations on the page (printed); the critical ones are returned."""
     from axe_playwright_python.sync_playwright import Axe
@@ -143,18 +171,13 @@ def test_a_person_runs_a_session_in_the_console_from_first_message_to_delete(
         shots = Shots(page, target)
 
         # Connect: the token goes in the form, then sessionStorage, never in a URL.
-        page.goto(server.url + "/")
-        page.fill("#token", "dev-alice")
-        page.keyboard.press("Enter")
-        page.wait_for_selector("#signed-in:has-text('Connected to')")
+        connect(page, server, "alice")
         requests: list[str] = []
         page.on("request", lambda request: requests.append(request.url))
         stored = page.evaluate("() => sessionStorage.getItem('turnkeep.token')")
         assert stored == "dev-alice"
 
-        page.fill("#new-title", "Cat facts")
-        page.keyboard.press("Enter")
-        page.wait_for_selector("#session-title:has-text('Cat facts')")
+        new_session(page, "Cat facts")
         # The new session opens with the message box focused.
         page.wait_for_function("() => document.activeElement.id === 'message'")
 
@@ -514,12 +537,8 @@ def test_without_a_stream_route_the_follower_polls_the_events_page_with_its_curs
             "**/turns/*/stream*",
             lambda route: route.fulfill(status=status, content_type="application/json", body=body),
         )
-        page.goto(server.url + "/")
-        page.fill("#token", "dev-bob")
-        page.keyboard.press("Enter")
-        page.fill("#new-title", "polling")
-        page.keyboard.press("Enter")
-        page.wait_for_selector("#session-title:has-text('polling')")
+        connect(page, server, "bob")
+        new_session(page, "polling")
         requests: list[str] = []
         page.on("request", lambda request: requests.append(request.url))
         page.evaluate(WATCH_PAINTS)
@@ -546,12 +565,8 @@ def test_a_turn_followed_while_the_server_is_killed_and_restarted_ends_with_its_
         page = browser.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(server.url + "/")
-        page.fill("#token", "dev-carol")
-        page.keyboard.press("Enter")
-        page.fill("#new-title", "restart")
-        page.keyboard.press("Enter")
-        page.wait_for_selector("#session-title:has-text('restart')")
+        connect(page, server, "carol")
+        new_session(page, "restart")
         turn = send(page, f"tell me {words}")
         page.wait_for_selector(
             "#transcript .msg.assistant.provisional .bubble-text:has-text('w1')", timeout=TURN_MS
@@ -572,34 +587,22 @@ def test_a_compacted_session_shows_its_summary_marked_live_and_after_a_reload(
 ) -> None:
     """A small context window (`scripted?context=2500`): the fourth long turn compacts the
     older ones; the page marks the summary as such, also when the transcript is reloaded."""
-    real = RealServer(tmp_path / "small", extra_env={"TURNKEEP_MODEL": "scripted?context=2500"})
-    (tmp_path / "small").mkdir()
-    real.start()
-    try:
-        with chromium() as browser:
-            page = browser.new_page()
-            page.goto(real.url + "/")
-            page.fill("#token", "dev-dora")
-            page.keyboard.press("Enter")
-            page.fill("#new-title", "long")
-            page.keyboard.press("Enter")
-            page.wait_for_selector("#session-title:has-text('long')")
-            for i in range(4):
-                turn = send(page, f"turn {i} " + "lorem ipsum dolor " * 40)
-                wait_status(page, "completed", turn)
-            marked = page.locator("#transcript .compaction")
-            marked.first.wait_for()
-            assert "Compaction summary" in marked.first.inner_text()
-            assert "Earlier conversation" in marked.first.inner_text()
-            page.reload()
-            page.locator("#session-list .session-button").first.click()
-            page.wait_for_selector("#transcript .compaction")
-            assert (
-                "Compaction summary" in page.locator("#transcript .compaction").first.inner_text()
-            )
-    finally:
-        real.stop()
-    assert not real.tracebacks(), real.tracebacks()
+    small = {"TURNKEEP_MODEL": "scripted?context=2500"}
+    with serving(tmp_path / "small", small) as real, chromium() as browser:
+        page = browser.new_page()
+        connect(page, real, "dora")
+        new_session(page, "long")
+        for i in range(4):
+            turn = send(page, f"turn {i} " + "lorem ipsum dolor " * 40)
+            wait_status(page, "completed", turn)
+        marked = page.locator("#transcript .compaction")
+        marked.first.wait_for()
+        assert "Compaction summary" in marked.first.inner_text()
+        assert "Earlier conversation" in marked.first.inner_text()
+        page.reload()
+        page.locator("#session-list .session-button").first.click()
+        page.wait_for_selector("#transcript .compaction")
+        assert "Compaction summary" in page.locator("#transcript .compaction").first.inner_text()
 
 
 DESCRIBE_ERRORS = """async () => {
@@ -663,20 +666,6 @@ def test_a_tool_result_is_shown_before_the_reply_even_when_live_text_overtakes_i
     assert [c.split()[0] for c in classes] == ["msg", "msg", "tool-result", "msg"]
     assert "user" in classes[0]
     assert classes[3] == "msg assistant"  # the settled reply, last
-
-
-def connect(page: Page, server: RealServer, user: str) -> None:
-    """Open the console on `server` and connect as `user` (the dev token)."""
-    page.goto(server.url + "/")
-    page.fill("#token", f"dev-{user}")
-    page.keyboard.press("Enter")
-    page.wait_for_selector("#signed-in:has-text('Connected to')")
-
-
-def api_client(server: RealServer, user: str) -> httpx.Client:
-    return httpx.Client(
-        base_url=server.url, headers={"Authorization": f"Bearer dev-{user}"}, timeout=30.0
-    )
 
 
 def test_older_sessions_pages_the_list_on_newest_first_until_the_last_page(
