@@ -672,7 +672,8 @@ def test_older_sessions_pages_the_list_on_newest_first_until_the_last_page(
     server: RealServer,
 ) -> None:
     """23 sessions: the list shows the newest 20, "Older sessions" appends the other 3 (the
-    next page by its cursor) and then hides; an older one opens from there."""
+    next page by its cursor) and then hides; an older one opens from there and stays listed
+    when a turn's end refreshes the list."""
     with api_client(server, "erin") as client:
         for i in range(23):
             assert client.post("/sessions", json={"title": f"s{i:02d}"}).status_code == 201
@@ -701,8 +702,20 @@ def test_older_sessions_pages_the_list_on_newest_first_until_the_last_page(
         assert "cursor=" not in listed[0]
         assert "order=newest" in listed[1]
         assert "cursor=" in listed[1]
-        page.locator("#session-list .session-button", has_text=expected[-1]).click()
+        oldest = page.locator("#session-list .session-button", has_text=expected[-1])
+        oldest.click()
         page.wait_for_selector(f"#session-title:has-text('{expected[-1]}')")
+        # A turn's end refreshes the list (new nodes replace the marked ones): the older page
+        # stays, and the open session with it.
+        page.evaluate(
+            "() => document.querySelectorAll('#session-list li')"
+            ".forEach((node) => { node.dataset.stale = '1'; })"
+        )
+        turn = send(page, "hello")
+        wait_status(page, "completed", turn)
+        page.wait_for_selector("#session-list li[data-stale]", state="detached")
+        assert titles.all_inner_texts() == expected
+        assert oldest.get_attribute("aria-current") == "true"
 
 
 def test_calls_waiting_in_other_sessions_are_approved_or_denied_from_the_pending_list(
