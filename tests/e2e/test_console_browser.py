@@ -762,6 +762,33 @@ def test_calls_waiting_in_other_sessions_are_approved_or_denied_from_the_pending
     assert "not from here" in ended["drop"]["result"]["content"]
 
 
+def test_a_call_approved_from_the_pending_list_shows_as_approved_in_its_open_session(
+    server: RealServer,
+) -> None:
+    """The same call has a card in the open session's turn and one in the pending list: the
+    decision made in the list reaches the turn's card (its approval_decided event)."""
+    with chromium() as browser:
+        page = browser.new_page()
+        connect(page, server, "gina")
+        new_session(page, "both")
+        page.fill("#meta-tool-approval", "echo")
+        page.click("#meta-form button[type=submit]")
+        page.wait_for_selector("#meta-status:has-text('Saved.')")
+        turn = send(page, 'call echo {"text": "from the list"}')
+        in_turn = page.locator("#transcript .approval.pending")
+        in_turn.wait_for(timeout=TURN_MS)
+        listed = page.locator("#pending-list .approval.pending")
+        listed.wait_for(timeout=TURN_MS)
+        listed.locator("button", has_text="Approve").click()
+        wait_status(page, "completed", turn)
+        assert "from the list" in last_turn(page).locator(".tool-result").last.inner_text()
+        card = last_turn(page).locator(".approval")
+        assert card.get_attribute("data-decision") == "approve"
+        assert "Approved" in card.inner_text()
+        assert card.locator("button").count() == 0
+        page.wait_for_selector("#pending-list .pending-item", state="detached", timeout=TURN_MS)
+
+
 def _wait_ended(client: httpx.Client, sid: str, turn: str) -> dict[str, Any]:
     """Wait for the turn to end: its status and its (one) tool result part."""
     deadline = time.monotonic() + TURN_MS / 1000
