@@ -572,12 +572,8 @@ def _api(stack: Stack, method: str, path: str, body: Any = None, query: str = ""
     return json.loads(result["body"]) if result.get("body") else None
 
 
-def _turn(stack: Stack, session_id: str, text: str) -> tuple[TurnCost, TurnCost, TurnCost]:
-    """Run one turn through the API and the state machine: (whole turn, API turn start,
-    one events page)."""
-    before = len(stack.cold.invocations)
-    started = _api(stack, "POST", f"/sessions/{session_id}/turns", {"text": text})
-    op_id = started["turn_id"]
+def wait_execution(stack: Stack, op_id: str) -> int:
+    """Wait for the turn's execution to succeed (10 min at most); its state transitions."""
     execution_arn = f"{stack.machine_arn.replace(':stateMachine:', ':execution:')}:{op_id}"
     deadline = time.monotonic() + 600
     while True:
@@ -590,7 +586,16 @@ def _turn(stack: Stack, session_id: str, text: str) -> tuple[TurnCost, TurnCost,
     if described["status"] != "SUCCEEDED":
         raise RuntimeError(f"execution {op_id}: {described}")
     history = stack.sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)
-    transitions = sum(1 for e in history["events"] if e["type"].endswith("StateEntered"))
+    return sum(1 for e in history["events"] if e["type"].endswith("StateEntered"))
+
+
+def _turn(stack: Stack, session_id: str, text: str) -> tuple[TurnCost, TurnCost, TurnCost]:
+    """Run one turn through the API and the state machine: (whole turn, API turn start,
+    one events page)."""
+    before = len(stack.cold.invocations)
+    started = _api(stack, "POST", f"/sessions/{session_id}/turns", {"text": text})
+    op_id = started["turn_id"]
+    transitions = wait_execution(stack, op_id)
     turn_invocations = stack.cold.invocations[before:]
     start_only = _cost(turn_invocations[:1], 0)
     whole = _cost(turn_invocations, transitions)

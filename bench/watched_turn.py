@@ -171,22 +171,6 @@ class _WarmCounter:
         botocore.client.BaseClient._make_api_call = self._original  # type: ignore[method-assign]
 
 
-def _wait(stack: aws.Stack, op_id: str) -> int:
-    arn = f"{stack.machine_arn.replace(':stateMachine:', ':execution:')}:{op_id}"
-    deadline = time.monotonic() + 600
-    while True:
-        described = stack.sfn.describe_execution(executionArn=arn)
-        if described["status"] != "RUNNING":
-            break
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"execution {op_id} still running")
-        time.sleep(0.1)
-    if described["status"] != "SUCCEEDED":
-        raise RuntimeError(f"execution {op_id}: {described}")
-    history = stack.sfn.get_execution_history(executionArn=arn, maxResults=1000)
-    return sum(1 for e in history["events"] if e["type"].endswith("StateEntered"))
-
-
 def _poll_watcher(api: Any, counter: _WarmCounter, sid: str, op_id: str, design: Design) -> None:
     """`turnkeep chat --url`'s polling loop, through a warm API Lambda (counted)."""
     from tests.support.lambda_host import FakeContext
@@ -289,7 +273,7 @@ def measure_aws(words: int, prior: int) -> list[Design]:
 
             watcher = threading.Thread(target=poll)
             watcher.start()
-            design.transitions = _wait(stack, op_id)
+            design.transitions = aws.wait_execution(stack, op_id)
             watcher.join()
             if failures:
                 raise failures[0]
@@ -328,7 +312,7 @@ def measure_aws(words: int, prior: int) -> list[Design]:
             design.watcher_invocations = 2
             design.watcher_storage = _storage_calls(counter.calls)
             design.breakdown.update({f"watcher {k}": v for k, v in counter.calls.items()})
-            design.transitions = _wait(stack, op_id)
+            design.transitions = aws.wait_execution(stack, op_id)
             design.seconds = time.monotonic() - started
             _account(design, stack.cold.invocations[mark:])
             after = len(stack.cold.invocations)

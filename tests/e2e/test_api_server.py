@@ -3,11 +3,6 @@ temp data dir, SQLite, scripted model, in-process orchestrator) driven over HTTP
 
 from __future__ import annotations
 
-import os
-import queue
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,48 +11,21 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.real_server import RealServer
+
 USER = {"Authorization": "Bearer dev-erin"}
-STARTUP_TIMEOUT_S = 60.0
 TURN_TIMEOUT_S = 60.0
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEP_")}
-    env["TURNKEEP_LOCAL_DIR"] = str(tmp_path / "data")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "turnkeep.api", "--port", "0", "--log-level", "warning"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    assert process.stdout is not None
-    stdout = process.stdout
-
-    def pump() -> None:
-        for line in stdout:
-            lines.put(line)
-
-    threading.Thread(target=pump, daemon=True).start()
+    real = RealServer(tmp_path / "data")
+    url = real.start()
     try:
-        try:
-            first = lines.get(timeout=STARTUP_TIMEOUT_S)
-        except queue.Empty:
-            pytest.fail("the server printed no address")
-        assert first.startswith("turnkeep api listening on http://127.0.0.1:"), first
-        yield first.rsplit(" ", 1)[1].strip()
+        yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-        assert process.stderr is not None
-        errors = process.stderr.read()
+        real.stop()
+        errors = "".join(real.stderr)
         assert "Traceback" not in errors, errors
         assert (tmp_path / "data" / "turnkeep.db").exists()
 

@@ -4,8 +4,6 @@ served meanwhile (their latency is measured by bench/tool_isolation_bench.py, no
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import threading
 import time
@@ -15,46 +13,35 @@ from pathlib import Path
 import httpx
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.real_server import RealServer, repo_pythonpath
+
 ALICE = {"Authorization": "Bearer dev-alice"}
 BOB = {"Authorization": "Bearer dev-bob"}
 SERVE = (
+    "import sys\n"
     "from tests.support.slow_tools import HANG\n"
     "from turnkeep.api.__main__ import main\n"
-    "raise SystemExit(main(['--port', '0', '--log-level', 'warning'],"
+    "raise SystemExit(main(sys.argv[1:],"
     " extra_tools=lambda _s, _u: [HANG]))\n"
 )
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEP_")}
-    env.update(
-        TURNKEEP_LOCAL_DIR=str(tmp_path / "data"),
-        TURNKEEP_TOOL_TIMEOUT_SECONDS="1",
-        TURNKEEP_TOOL_WORKERS="1",
-        PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]),
+    real = RealServer(
+        tmp_path / "data",
+        extra_env={
+            "TURNKEEP_TOOL_TIMEOUT_SECONDS": "1",
+            "TURNKEEP_TOOL_WORKERS": "1",
+            "PYTHONPATH": repo_pythonpath(),
+        },
+        command=[sys.executable, "-c", SERVE],
     )
-    process = subprocess.Popen(
-        [sys.executable, "-c", SERVE],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert process.stdout is not None
-    first = process.stdout.readline()
+    url = real.start()
     try:
-        assert first.startswith("turnkeep api listening on http://127.0.0.1:"), first
-        yield first.rsplit(" ", 1)[1].strip()
+        yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        real.stop()
 
 
 def _wait(client: httpx.Client, sid: str, turn: str, headers: dict[str, str]) -> str:

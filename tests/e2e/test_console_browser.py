@@ -6,10 +6,13 @@ each state are written to a tmp dir (or `TURNKEEP_CONSOLE_SCREENSHOTS`, e.g. doc
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
 
 from tests.support.browser import chromium, clear, screenshot_dir
@@ -27,19 +30,25 @@ if TYPE_CHECKING:
     from playwright.sync_api import Page
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[RealServer]:
-    real = RealServer(
-        tmp_path / "data",
-        extra_env={"TURNKEEP_MODEL": MODEL, "TURNKEEP_TURN_START_LIMIT": str(START_LIMIT)},
-    )
-    (tmp_path / "data").mkdir()
+@contextmanager
+def serving(data_dir: Path, extra_env: dict[str, str]) -> Iterator[RealServer]:
+    """A running server over `data_dir`; stopped after, and it must not have printed a
+    traceback."""
+    real = RealServer(data_dir, extra_env=extra_env)
+    data_dir.mkdir()
     real.start()
     try:
         yield real
     finally:
         real.stop()
     assert not real.tracebacks(), real.tracebacks()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[RealServer]:
+    env = {"TURNKEEP_MODEL": MODEL, "TURNKEEP_TURN_START_LIMIT": str(START_LIMIT)}
+    with serving(tmp_path / "data", env) as real:
+        yield real
 
 
 class Shots:
@@ -119,6 +128,27 @@ def send(page: Page, text: str) -> int:
     return turns + 1
 
 
+def connect(page: Page, server: RealServer, user: str) -> None:
+    """Open the console on `server` and connect as `user` (the dev token)."""
+    page.goto(server.url + "/")
+    page.fill("#token", f"dev-{user}")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#signed-in:has-text('Connected to')")
+
+
+def api_client(server: RealServer, user: str) -> httpx.Client:
+    return httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer dev-{user}"}, timeout=30.0
+    )
+
+
+def new_session(page: Page, title: str) -> None:
+    """Create a session with `title` from the list's form; it opens."""
+    page.fill("#new-title", title)
+    page.keyboard.press("Enter")
+    page.wait_for_selector(f"#session-title:has-text('{title}')")
+
+
 def axe_critical(page: Page) -> list[dict[str, Any]]:
     """axe-core's violations on the page (printed); the critical ones are returned."""
     from axe_playwright_python.sync_playwright import Axe
@@ -141,18 +171,13 @@ def test_a_person_runs_a_session_in_the_console_from_first_message_to_delete(
         shots = Shots(page, target)
 
         # Connect: the token goes in the form, then sessionStorage, never in a URL.
-        page.goto(server.url + "/")
-        page.fill("#token", "dev-alice")
-        page.keyboard.press("Enter")
-        page.wait_for_selector("#signed-in:has-text('Connected to')")
+        connect(page, server, "alice")
         requests: list[str] = []
         page.on("request", lambda request: requests.append(request.url))
         stored = page.evaluate("() => sessionStorage.getItem('turnkeep.token')")
         assert stored == "dev-alice"
 
-        page.fill("#new-title", "Cat facts")
-        page.keyboard.press("Enter")
-        page.wait_for_selector("#session-title:has-text('Cat facts')")
+        new_session(page, "Cat facts")
         # The new session opens with the message box focused.
         page.wait_for_function("() => document.activeElement.id === 'message'")
 
@@ -512,12 +537,8 @@ def test_without_a_stream_route_the_follower_polls_the_events_page_with_its_curs
             "**/turns/*/stream*",
             lambda route: route.fulfill(status=status, content_type="application/json", body=body),
         )
-        page.goto(server.url + "/")
-        page.fill("#token", "dev-bob")
-        page.keyboard.press("Enter")
-        page.fill("#new-title", "polling")
-        page.keyboard.press("Enter")
-        page.wait_for_selector("#session-title:has-text('polling')")
+        connect(page, server, "bob")
+        new_session(page, "polling")
         requests: list[str] = []
         page.on("request", lambda request: requests.append(request.url))
         page.evaluate(WATCH_PAINTS)
@@ -544,12 +565,8 @@ def test_a_turn_followed_while_the_server_is_killed_and_restarted_ends_with_its_
         page = browser.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(server.url + "/")
-        page.fill("#token", "dev-carol")
-        page.keyboard.press("Enter")
-        page.fill("#new-title", "restart")
-        page.keyboard.press("Enter")
-        page.wait_for_selector("#session-title:has-text('restart')")
+        connect(page, server, "carol")
+        new_session(page, "restart")
         turn = send(page, f"tell me {words}")
         page.wait_for_selector(
             "#transcript .msg.assistant.provisional .bubble-text:has-text('w1')", timeout=TURN_MS
@@ -570,34 +587,22 @@ def test_a_compacted_session_shows_its_summary_marked_live_and_after_a_reload(
 ) -> None:
     """A small context window (`scripted?context=2500`): the fourth long turn compacts the
     older ones; the page marks the summary as such, also when the transcript is reloaded."""
-    real = RealServer(tmp_path / "small", extra_env={"TURNKEEP_MODEL": "scripted?context=2500"})
-    (tmp_path / "small").mkdir()
-    real.start()
-    try:
-        with chromium() as browser:
-            page = browser.new_page()
-            page.goto(real.url + "/")
-            page.fill("#token", "dev-dora")
-            page.keyboard.press("Enter")
-            page.fill("#new-title", "long")
-            page.keyboard.press("Enter")
-            page.wait_for_selector("#session-title:has-text('long')")
-            for i in range(4):
-                turn = send(page, f"turn {i} " + "lorem ipsum dolor " * 40)
-                wait_status(page, "completed", turn)
-            marked = page.locator("#transcript .compaction")
-            marked.first.wait_for()
-            assert "Compaction summary" in marked.first.inner_text()
-            assert "Earlier conversation" in marked.first.inner_text()
-            page.reload()
-            page.locator("#session-list .session-button").first.click()
-            page.wait_for_selector("#transcript .compaction")
-            assert (
-                "Compaction summary" in page.locator("#transcript .compaction").first.inner_text()
-            )
-    finally:
-        real.stop()
-    assert not real.tracebacks(), real.tracebacks()
+    small = {"TURNKEEP_MODEL": "scripted?context=2500"}
+    with serving(tmp_path / "small", small) as real, chromium() as browser:
+        page = browser.new_page()
+        connect(page, real, "dora")
+        new_session(page, "long")
+        for i in range(4):
+            turn = send(page, f"turn {i} " + "lorem ipsum dolor " * 40)
+            wait_status(page, "completed", turn)
+        marked = page.locator("#transcript .compaction")
+        marked.first.wait_for()
+        assert "Compaction summary" in marked.first.inner_text()
+        assert "Earlier conversation" in marked.first.inner_text()
+        page.reload()
+        page.locator("#session-list .session-button").first.click()
+        page.wait_for_selector("#transcript .compaction")
+        assert "Compaction summary" in page.locator("#transcript .compaction").first.inner_text()
 
 
 DESCRIBE_ERRORS = """async () => {
@@ -661,3 +666,144 @@ def test_a_tool_result_is_shown_before_the_reply_even_when_live_text_overtakes_i
     assert [c.split()[0] for c in classes] == ["msg", "msg", "tool-result", "msg"]
     assert "user" in classes[0]
     assert classes[3] == "msg assistant"  # the settled reply, last
+
+
+def test_older_sessions_pages_the_list_on_newest_first_until_the_last_page(
+    server: RealServer,
+) -> None:
+    """23 sessions: the list shows the newest 20, "Older sessions" appends the other 3 (the
+    next page by its cursor) and then hides; an older one opens from there and stays listed
+    when a turn's end refreshes the list."""
+    with api_client(server, "erin") as client:
+        for i in range(23):
+            assert client.post("/sessions", json={"title": f"s{i:02d}"}).status_code == 201
+        newest = client.get("/sessions", params={"order": "newest"}).json()["sessions"]
+    expected = [view["meta"]["title"] for view in newest]
+    with chromium() as browser:
+        page = browser.new_page()
+        requests: list[str] = []
+        page.on("request", lambda request: requests.append(request.url))
+        connect(page, server, "erin")
+        titles = page.locator("#session-list .session-title")
+        page.wait_for_function(
+            "() => document.querySelectorAll('#session-list .session-title').length === 20"
+        )
+        assert titles.all_inner_texts() == expected[:20]
+        more = page.locator("#more-sessions")
+        assert more.is_visible()
+        more.click()
+        page.wait_for_function(
+            "() => document.querySelectorAll('#session-list .session-title').length === 23"
+        )
+        assert titles.all_inner_texts() == expected
+        assert more.is_hidden()
+        listed = [url for url in requests if "/sessions?" in url]
+        assert len(listed) == 2
+        assert "cursor=" not in listed[0]
+        assert "order=newest" in listed[1]
+        assert "cursor=" in listed[1]
+        oldest = page.locator("#session-list .session-button", has_text=expected[-1])
+        oldest.click()
+        page.wait_for_selector(f"#session-title:has-text('{expected[-1]}')")
+        # A turn's end refreshes the list (new nodes replace the marked ones): the older page
+        # stays, and the open session with it.
+        page.evaluate(
+            "() => document.querySelectorAll('#session-list li')"
+            ".forEach((node) => { node.dataset.stale = '1'; })"
+        )
+        turn = send(page, "hello")
+        wait_status(page, "completed", turn)
+        page.wait_for_selector("#session-list li[data-stale]", state="detached")
+        assert titles.all_inner_texts() == expected
+        assert oldest.get_attribute("aria-current") == "true"
+
+
+def test_calls_waiting_in_other_sessions_are_approved_or_denied_from_the_pending_list(
+    server: RealServer,
+) -> None:
+    """Two sessions wait on a gated call, neither open: one is approved from the pending list,
+    the other denied there with a reason; both turns end accordingly and the list empties."""
+    with api_client(server, "frank") as client:
+        turns: dict[str, tuple[str, str]] = {}
+        for name in ("ship", "drop"):
+            sid = client.post("/sessions", json={"title": name}).json()["session_id"]
+            assert client.put(f"/sessions/{sid}/meta", json={"toolApproval": "echo"}).is_success
+            started = client.post(
+                f"/sessions/{sid}/turns", json={"text": f'call echo {{"text": "{name}"}}'}
+            )
+            turns[name] = (sid, started.json()["turn_id"])
+        with chromium() as browser:
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            connect(page, server, "frank")
+            cards = page.locator("#pending-list .pending-item")
+
+            def card(name: str) -> Any:
+                return cards.filter(has_text=turns[name][0]).locator(".approval")
+
+            # Waiting calls show up on the 4 s refresh (or at once when already waiting).
+            page.wait_for_function(
+                "() => document.querySelectorAll('#pending-list .pending-item').length === 2",
+                timeout=TURN_MS,
+            )
+            card("ship").locator("button", has_text="Approve").click()
+            card("drop").locator("input").fill("not from here")
+            card("drop").locator("button", has_text="Deny").click()
+            page.wait_for_selector("#pending-list .pending-item", state="detached", timeout=TURN_MS)
+            assert page.locator("#pending-list p.muted", has_text="Nothing waits").is_visible()
+            ended = {name: _wait_ended(client, *ids) for name, ids in turns.items()}
+            assert errors == []
+    assert ended["ship"]["status"] == "completed"
+    assert ended["drop"]["status"] == "completed"
+    # The model got the approved call's result and the denial's reason as an error result.
+    assert not ended["ship"]["result"].get("is_error")
+    assert ended["drop"]["result"].get("is_error")
+    assert "not from here" in ended["drop"]["result"]["content"]
+
+
+def test_a_call_approved_from_the_pending_list_shows_as_approved_in_its_open_session(
+    server: RealServer,
+) -> None:
+    """The same call has a card in the open session's turn and one in the pending list: the
+    decision made in the list reaches the turn's card (its approval_decided event)."""
+    with chromium() as browser:
+        page = browser.new_page()
+        connect(page, server, "gina")
+        new_session(page, "both")
+        page.fill("#meta-tool-approval", "echo")
+        page.click("#meta-form button[type=submit]")
+        page.wait_for_selector("#meta-status:has-text('Saved.')")
+        turn = send(page, 'call echo {"text": "from the list"}')
+        in_turn = page.locator("#transcript .approval.pending")
+        in_turn.wait_for(timeout=TURN_MS)
+        listed = page.locator("#pending-list .approval.pending")
+        listed.wait_for(timeout=TURN_MS)
+        listed.locator("button", has_text="Approve").click()
+        wait_status(page, "completed", turn)
+        assert "from the list" in last_turn(page).locator(".tool-result").last.inner_text()
+        card = last_turn(page).locator(".approval")
+        assert card.get_attribute("data-decision") == "approve"
+        assert "Approved" in card.inner_text()
+        assert card.locator("button").count() == 0
+        page.wait_for_selector("#pending-list .pending-item", state="detached", timeout=TURN_MS)
+
+
+def _wait_ended(client: httpx.Client, sid: str, turn: str) -> dict[str, Any]:
+    """Wait for the turn to end: its status and its (one) tool result part."""
+    deadline = time.monotonic() + TURN_MS / 1000
+    while True:
+        view = client.get(f"/sessions/{sid}/turns/{turn}").json()
+        if view["status"] not in ("running", "awaiting_approval", "cancelling"):
+            break
+        assert time.monotonic() < deadline, view
+        time.sleep(0.1)
+    page = client.get(f"/sessions/{sid}/turns/{turn}/events", params={"limit": 1000}).json()
+    [result] = [
+        part
+        for event in page["events"]
+        if event["kind"] == "entry"
+        for part in event["parts"]
+        if part["kind"] == "tool_result"
+    ]
+    return {"status": view["status"], "result": result}

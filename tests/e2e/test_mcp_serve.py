@@ -4,8 +4,6 @@ the turn calls the agent's function tool and an MCP tool of a real server on 127
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -16,51 +14,24 @@ import pytest
 
 from tests.support.mcp_agent import REFERENCE, URL_ENV
 from tests.support.mcp_servers import HttpMcpServer
+from tests.support.real_server import RealServer, repo_pythonpath
 
-ROOT = Path(__file__).resolve().parents[2]
 ALICE = {"Authorization": "Bearer dev-alice"}
 
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[str, HttpMcpServer]]:
     with HttpMcpServer("kb") as kb:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEP_")}
-        env.update(
-            {URL_ENV: kb.url},
-            TURNKEEP_LOCAL_DIR=str(tmp_path / "data"),
-            PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]),
+        real = RealServer(
+            tmp_path / "data",
+            extra_env={URL_ENV: kb.url, "PYTHONPATH": repo_pythonpath()},
+            command=[sys.executable, "-m", "turnkeep.cli", "serve", "--agent", REFERENCE],
         )
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "turnkeep.cli",
-                "serve",
-                "--agent",
-                REFERENCE,
-                "--port",
-                "0",
-                "--log-level",
-                "warning",
-            ],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        assert process.stdout is not None
-        first = process.stdout.readline()
+        url = real.start()
         try:
-            assert first.startswith("turnkeep api listening on http://127.0.0.1:"), first
-            yield first.rsplit(" ", 1)[1].strip(), kb
+            yield url, kb
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
+            real.stop()
 
 
 def _wait(client: httpx.Client, sid: str, turn: str, headers: dict[str, str] | None = None) -> str:

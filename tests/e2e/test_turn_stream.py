@@ -1,11 +1,13 @@
 """`GET /sessions/{id}/turns/{turn}/stream` against a real `python -m turnkeep.api` server on
 127.0.0.1 (SQLite, the scripted model streaming one word per 20 ms): catch-up, live deltas,
-resume by cursor and by `Last-Event-ID`, and the route's auth and 404 rules."""
+resume by cursor and by `Last-Event-ID`, the route's auth and 404 rules, and the `error` event
+that ends a stream which cannot go on (its session deleted, its store failed)."""
 
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import pytest
 
 from tests.support.real_server import RealServer
 from turnkeep.cli.sse import SseEvent, apply_delta, read_sse
+from turnkeep.envelope.sqlite import SqliteEnvelopeStore
 
 SLOW = "scripted?delay_ms=20&words_per_frame=1"
 WORDS = 40
@@ -210,3 +213,76 @@ def test_a_turn_waiting_for_an_approval_keeps_its_stream_open_and_says_so_then_e
     assert kinds[-1] == "end"
     reply = _bubbles(events)[f"{turn}:r1"]
     assert reply == "Tool echo returned: ship it"
+
+
+@pytest.fixture
+def watched_server(tmp_path: Path) -> Iterator[RealServer]:
+    """A server whose streams re-read storage every 100 ms without a commit notice, so a
+    change made behind its back (another host on the same file) is seen at once."""
+    server = RealServer(
+        tmp_path / "data",
+        extra_env={"TURNKEEP_MODEL": SLOW, "TURNKEEP_STREAM_POLL_SECONDS": "0.1"},
+    )
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _stream_past_a_wait(server: RealServer, change: Callable[[str], None]) -> list[SseEvent]:
+    """Stream a turn waiting for an approval; once it says so, `change(session_id)` the
+    server's SQLite file behind its back; the events until the server closes the stream."""
+    with _client(server.url) as client:
+        sid = client.post("/sessions", json={}).json()["session_id"]
+        assert client.put(f"/sessions/{sid}/meta", json={"toolApproval": "echo"}).is_success
+        turn = client.post(
+            f"/sessions/{sid}/turns", json={"text": 'call echo {"text": "ship it"}'}
+        ).json()["turn_id"]
+        events: list[SseEvent] = []
+        with client.stream("GET", f"/sessions/{sid}/turns/{turn}/stream") as answer:
+            assert answer.status_code == 200
+            for event in read_sse(answer.iter_lines()):
+                events.append(event)
+                if event.kind == "status" and event.data["status"] == "awaiting_approval":
+                    change(sid)
+    return events
+
+
+def test_a_stream_whose_session_is_deleted_meanwhile_ends_with_a_not_found_error_event(
+    watched_server: RealServer,
+) -> None:
+    db = watched_server.data_dir / "turnkeep.db"
+
+    def delete(session_id: str) -> None:
+        store = SqliteEnvelopeStore(str(db))
+        try:
+            store.delete(session_id)
+        finally:
+            store.close()
+
+    events = _stream_past_a_wait(watched_server, delete)
+    assert [e.kind for e in events][-1] == "error"
+    assert events[-1].data == {"code": "not_found", "message": "session not found"}
+    assert "end" not in [e.kind for e in events]
+    assert watched_server.tracebacks() == ""
+
+
+def test_a_stream_whose_store_fails_ends_with_an_unavailable_error_event_and_a_logged_cause(
+    watched_server: RealServer,
+) -> None:
+    db = watched_server.data_dir / "turnkeep.db"
+
+    def break_store(session_id: str) -> None:
+        with sqlite3.connect(db) as connection:
+            connection.execute("DROP TABLE entries")
+
+    events = _stream_past_a_wait(watched_server, break_store)
+    assert [e.kind for e in events][-1] == "error"
+    assert events[-1].data == {
+        "code": "unavailable",
+        "message": "the stream failed; resume with the last id",
+    }
+    assert "end" not in [e.kind for e in events]
+    watched_server.stop()
+    assert "the stream of turn" in watched_server.tracebacks()

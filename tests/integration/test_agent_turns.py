@@ -138,28 +138,22 @@ def test_a_turn_setting_the_agent_does_not_allow_is_refused_before_the_session_i
     h = make_harness(tmp_path)
     h.deps.agent = Agent(turn_settings=["temperature"])
 
-    with pytest.raises(StepInputError, match=r"model_settings\.max_tokens: this agent does not"):
-        start_turn(
-            h.deps,
-            StartTurnInput(
-                session_id=h.session_id,
-                op_id="op-refused",
-                user_id=USER,
-                text="hi",
-                model_settings={"max_tokens": 5},
-            ),
-        )
-    with pytest.raises(StepInputError, match=r"model_settings\.temperature: Input should be less"):
-        start_turn(
-            h.deps,
-            StartTurnInput(
-                session_id=h.session_id,
-                op_id="op-refused",
-                user_id=USER,
-                text="hi",
-                model_settings={"temperature": 9},
-            ),
-        )
+    refused: list[tuple[dict[str, Any], str]] = [
+        ({"max_tokens": 5}, r"model_settings\.max_tokens: this agent does not"),
+        ({"temperature": 9}, r"model_settings\.temperature: Input should be less"),
+    ]
+    for settings, message in refused:
+        with pytest.raises(StepInputError, match=message):
+            start_turn(
+                h.deps,
+                StartTurnInput(
+                    session_id=h.session_id,
+                    op_id="op-refused",
+                    user_id=USER,
+                    text="hi",
+                    model_settings=settings,
+                ),
+            )
     assert "turnStatus" not in h.meta()
 
 

@@ -41,6 +41,22 @@ def _client_kwargs(template: dict[str, Any], pool_id: str) -> dict[str, Any]:
     return dict(props)
 
 
+def _invited(
+    template: dict[str, Any], attributes: list[dict[str, str]] | None = None
+) -> tuple[Any, str, argparse.Namespace]:
+    """The template's pool and app client with USER invited (TEMPORARY password): the
+    cognito-idp client, the pool id, and `turnkeep token`'s arguments for that client."""
+    idp = boto3.client("cognito-idp", region_name=REGION)
+    pool_id = idp.create_user_pool(**_pool_kwargs(template))["UserPool"]["Id"]
+    client_id = idp.create_user_pool_client(**_client_kwargs(template, pool_id))["UserPoolClient"][
+        "ClientId"
+    ]
+    invite: dict[str, Any] = {"UserAttributes": attributes} if attributes is not None else {}
+    idp.admin_create_user(UserPoolId=pool_id, Username=USER, TemporaryPassword=TEMPORARY, **invite)
+    args = argparse.Namespace(client_id=client_id, username=USER, region=REGION, id_token=False)
+    return idp, pool_id, args
+
+
 def _claims(jwt: str) -> dict[str, Any]:
     payload = jwt.split(".")[1]
     decoded: dict[str, Any] = json.loads(
@@ -67,24 +83,14 @@ def test_an_invited_user_gets_a_token_whose_sub_the_api_accepts(
 ) -> None:
     template = load_template()
     with lambda_deployment(monkeypatch, "turnkeep-sessions", "turnkeep-progress"):
-        idp = boto3.client("cognito-idp", region_name=REGION)
-        pool_id = idp.create_user_pool(**_pool_kwargs(template))["UserPool"]["Id"]
-        client_id = idp.create_user_pool_client(**_client_kwargs(template, pool_id))[
-            "UserPoolClient"
-        ]["ClientId"]
-        idp.admin_create_user(
-            UserPoolId=pool_id,
-            Username=USER,
-            TemporaryPassword=TEMPORARY,
-            UserAttributes=[{"Name": "email", "Value": USER}],
-        )
+        idp, pool_id, args = _invited(template, [{"Name": "email", "Value": USER}])
+        client_id = args.client_id
         sub = next(
             a["Value"]
             for a in idp.admin_get_user(UserPoolId=pool_id, Username=USER)["UserAttributes"]
             if a["Name"] == "sub"
         )
 
-        args = argparse.Namespace(client_id=client_id, username=USER, region=REGION, id_token=False)
         out, err = io.StringIO(), io.StringIO()
         prompts: list[str] = []
         status = run_token(
@@ -128,13 +134,7 @@ def test_an_invited_user_gets_a_token_whose_sub_the_api_accepts(
 def test_a_wrong_password_is_one_line_and_exit_status_1(monkeypatch: pytest.MonkeyPatch) -> None:
     template = load_template()
     with lambda_deployment(monkeypatch, "turnkeep-sessions", "turnkeep-progress"):
-        idp = boto3.client("cognito-idp", region_name=REGION)
-        pool_id = idp.create_user_pool(**_pool_kwargs(template))["UserPool"]["Id"]
-        client_id = idp.create_user_pool_client(**_client_kwargs(template, pool_id))[
-            "UserPoolClient"
-        ]["ClientId"]
-        idp.admin_create_user(UserPoolId=pool_id, Username=USER, TemporaryPassword=TEMPORARY)
-        args = argparse.Namespace(client_id=client_id, username=USER, region=REGION, id_token=False)
+        _, _, args = _invited(template)
         out, err = io.StringIO(), io.StringIO()
         status = run_token(args, out, err, environ={"TURNKEEP_PASSWORD": "Wrong-passw0rd!"})
         assert status == 1

@@ -22,13 +22,10 @@ import pytest
 
 from tests.support.aws_template import load_template
 from tests.support.iam_policy import (
-    ACCOUNT,
-    REGION,
     Permission,
-    allows,
-    function_statements,
+    checked_permissions,
     recording_aws_calls,
-    required_permissions,
+    stack_refs,
 )
 from tests.support.lambda_env import lambda_deployment
 from tests.support.lambda_host import (
@@ -583,19 +580,7 @@ def test_every_aws_call_of_each_function_is_allowed_by_its_template_policy(
     records each function's AWS calls and checks them against its `Policies` in template.yaml."""
     monkeypatch.setenv("TURNKEEP_STATE_MACHINE_ARN", deployed.state_machine_arn)
     template = deployed.template
-    refs = {
-        "SessionTable": TABLE,
-        "SessionTable.Arn": f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{TABLE}",
-        "ProgressBucket": BUCKET,
-        "ProgressBucket.Arn": f"arn:aws:s3:::{BUCKET}",
-        "StoragePrefix": "tk",  # the prefix of the fixture's storage URL
-        "TurnStateMachine.Name": deployed.state_machine_arn.rsplit(":", 1)[-1],
-        "TurnExpressStateMachine.Name": deployed.state_machine_arn.rsplit(":", 1)[-1],
-        "AWS::Partition": "aws",
-        "AWS::Region": REGION,
-        "AWS::AccountId": ACCOUNT,
-        "WebSocketApi": "wsapi01",
-    }
+    refs = stack_refs(TABLE, BUCKET, deployed.state_machine_arn.rsplit(":", 1)[-1])
     with recording_aws_calls(deployed.host.current_function) as log:
         _run(
             deployed, "iam-tools", 'call calculator {"expression": "1+1"}\ncall echo {"text": "a"}'
@@ -631,12 +616,10 @@ def test_every_aws_call_of_each_function_is_allowed_by_its_template_policy(
 
     by_function: dict[str, set[str]] = {}
     denied: list[tuple[str, Permission]] = []
-    for aws_call in log.calls:
-        statements = function_statements(template, aws_call.function, refs)
-        for permission in required_permissions(aws_call):
-            by_function.setdefault(aws_call.function, set()).add(permission.action)
-            if not allows(statements, permission):
-                denied.append((aws_call.function, permission))
+    for function, permission, allowed in checked_permissions(template, log, refs):
+        by_function.setdefault(function, set()).add(permission.action)
+        if not allowed:
+            denied.append((function, permission))
     assert denied == []
     # The runs above really exercised every function, its writes and its retirements.
     assert set(by_function) == {

@@ -24,12 +24,9 @@ from tests.integration.test_state_machine import (  # noqa: F401 - `deployed` is
     deployed,
 )
 from tests.support.iam_policy import (
-    ACCOUNT,
-    REGION,
-    allows,
-    function_statements,
+    checked_permissions,
     recording_aws_calls,
-    required_permissions,
+    stack_refs,
 )
 from tests.support.lambda_host import FakeContext, load_function_module
 from turnkeep.aws_lambda import container
@@ -217,18 +214,7 @@ def test_every_aws_call_of_an_approval_is_allowed_by_the_template_policies(
     """The API's SendTaskSuccess after a decision, and the wait step's own release (a wait
     that finds nothing left to wait for), checked against template.yaml's statements."""
     template = deployed.template
-    refs = {
-        "SessionTable": TABLE,
-        "SessionTable.Arn": f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{TABLE}",
-        "ProgressBucket": BUCKET,
-        "ProgressBucket.Arn": f"arn:aws:s3:::{BUCKET}",
-        "StoragePrefix": "tk",
-        "TurnStateMachine.Name": deployed.state_machine_arn.rsplit(":", 1)[-1],
-        "AWS::Partition": "aws",
-        "AWS::Region": REGION,
-        "AWS::AccountId": ACCOUNT,
-        "WebSocketApi": "wsapi01",
-    }
+    refs = stack_refs(TABLE, BUCKET, deployed.state_machine_arn.rsplit(":", 1)[-1])
     call = _api(deployed, monkeypatch)
     with recording_aws_calls(deployed.host.current_function) as log:
         turn, pending = _paused(call, 'call echo {"text": "x"}')
@@ -250,12 +236,7 @@ def test_every_aws_call_of_an_approval_is_allowed_by_the_template_policies(
 
     sent = {c.function for c in log.calls if c.operation == "SendTaskSuccess"}
     assert sent == {"ApiFunction", "ToolStepFunction"}
-    denied = [
-        (c.function, p)
-        for c in log.calls
-        for p in required_permissions(c)
-        if not allows(function_statements(template, c.function, refs), p)
-    ]
+    denied = [(f, p) for f, p, allowed in checked_permissions(template, log, refs) if not allowed]
     assert denied == []
 
 

@@ -19,9 +19,10 @@ from tests.support.iam_policy import (
     REGION,
     Permission,
     allows,
+    checked_permissions,
     function_statements,
     recording_aws_calls,
-    required_permissions,
+    stack_refs,
 )
 from tests.support.lambda_host import FakeContext, load_function_module
 from turnkeep.api.views import turn_events
@@ -209,27 +210,13 @@ def test_every_aws_call_of_the_websocket_path_is_allowed_by_the_template_and_onl
         app.routes(ws_event("$disconnect", "conn-iam", USER, None), FakeContext("LiveFunction"))
         acting.pop()
 
-    refs = {
-        "SessionTable": TABLE,
-        "SessionTable.Arn": f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{TABLE}",
-        "ProgressBucket": BUCKET,
-        "ProgressBucket.Arn": f"arn:aws:s3:::{BUCKET}",
-        "StoragePrefix": "tk",
-        "WebSocketApi": "wsapi01",
-        "TurnStateMachine.Name": "turnkeep-turn",
-        "TurnExpressStateMachine.Name": "turnkeep-turn",
-        "AWS::Partition": "aws",
-        "AWS::Region": REGION,
-        "AWS::AccountId": ACCOUNT,
-    }
+    refs = stack_refs(TABLE, BUCKET, "turnkeep-turn")
     template = stack.template
     pushes: dict[str, int] = {}
-    for call in log.calls:
-        statements = function_statements(template, call.function, refs)
-        for permission in required_permissions(call):
-            assert allows(statements, permission), (call.function, permission)
-            if permission.action == "execute-api:ManageConnections":
-                pushes[call.function] = pushes.get(call.function, 0) + 1
+    for function, permission, allowed in checked_permissions(template, log, refs):
+        assert allowed, (function, permission)
+        if permission.action == "execute-api:ManageConnections":
+            pushes[function] = pushes.get(function, 0) + 1
     assert {"ModelStepFunction", "FinishTurnFunction", "LiveFunction"} <= set(pushes)
     # Nothing else may post: not the HTTP API, not the authorizer; not another stage or API.
     post = Permission(

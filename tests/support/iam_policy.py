@@ -197,3 +197,32 @@ def allows(statements: list[dict[str, Any]], permission: Permission) -> bool:
         ):
             return True
     return False
+
+
+def stack_refs(table: str, bucket: str, state_machine_name: str) -> dict[str, str]:
+    """Test values for the template's intrinsics: the fixture's table, bucket (storage prefix
+    `tk`) and state machine (both workflow types), WebSocket API `wsapi01`, this account."""
+    return {
+        "SessionTable": table,
+        "SessionTable.Arn": f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{table}",
+        "ProgressBucket": bucket,
+        "ProgressBucket.Arn": f"arn:aws:s3:::{bucket}",
+        "StoragePrefix": "tk",
+        "TurnStateMachine.Name": state_machine_name,
+        "TurnExpressStateMachine.Name": state_machine_name,
+        "AWS::Partition": "aws",
+        "AWS::Region": REGION,
+        "AWS::AccountId": ACCOUNT,
+        "WebSocketApi": "wsapi01",
+    }
+
+
+def checked_permissions(
+    template: Mapping[str, Any], log: AwsCallLog, refs: Mapping[str, str]
+) -> Iterator[tuple[str, Permission, bool]]:
+    """Each permission each recorded call needed: (function, permission, whether its template
+    `Policies` allow it)."""
+    for call in log.calls:
+        statements = function_statements(template, call.function, refs)
+        for permission in required_permissions(call):
+            yield call.function, permission, allows(statements, permission)

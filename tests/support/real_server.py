@@ -14,6 +14,12 @@ import time
 from pathlib import Path
 
 STARTUP_TIMEOUT_S = 60.0
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def repo_pythonpath() -> str:
+    """A PYTHONPATH with the repository first, for a server that imports `tests.support`."""
+    return os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
 
 
 class RealServer:

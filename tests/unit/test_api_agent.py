@@ -40,6 +40,19 @@ def _search(query: str) -> str:
     return f"pages about {query}"
 
 
+# GET /agent's fields, in the order the console and docs/api.md show them.
+AGENT_VIEW_FIELDS = [
+    "name",
+    "description",
+    "instructions",
+    "model",
+    "allowed_models",
+    "model_settings",
+    "tools",
+    "unavailable_sources",
+]
+
+
 @pytest.fixture
 def api() -> Iterator[ApiHarness]:
     yield from make_harness(settings=ApiSettings(allowed_models=["scripted?delay_ms=1"]))
@@ -50,16 +63,7 @@ def test_get_agent_describes_the_demo_agent_in_the_consoles_shape(api: ApiHarnes
 
     assert response.status_code == 200, response.text
     body = response.json()
-    assert list(body) == [
-        "name",
-        "description",
-        "instructions",
-        "model",
-        "allowed_models",
-        "model_settings",
-        "tools",
-        "unavailable_sources",
-    ]
+    assert list(body) == AGENT_VIEW_FIELDS
     assert body["name"] == "demo"
     assert body["instructions"].startswith("You are turnkeep's agent.")
     assert body["model"] == "scripted"
@@ -256,16 +260,7 @@ def test_the_openapi_schema_documents_the_agent_view_in_its_fixed_shape(api: Api
     ok = operation["responses"]["200"]["content"]["application/json"]["schema"]
     assert ok == {"$ref": "#/components/schemas/AgentView"}
     components = schema["components"]["schemas"]
-    assert list(components["AgentView"]["properties"]) == [
-        "name",
-        "description",
-        "instructions",
-        "model",
-        "allowed_models",
-        "model_settings",
-        "tools",
-        "unavailable_sources",
-    ]
+    assert list(components["AgentView"]["properties"]) == AGENT_VIEW_FIELDS
     assert list(components["AgentTool"]["properties"]) == [
         "name",
         "description",

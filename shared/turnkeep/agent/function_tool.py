@@ -17,7 +17,7 @@ import pickle  # nosec B403  # only __reduce__ hooks here; nothing is ever loade
 import re
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypedDict, Unpack, overload
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
@@ -306,6 +306,17 @@ def _args_model(
     return model, tuple(params), context_param
 
 
+class ToolOptions(TypedDict, total=False):
+    """`function_tool`'s keywords (and their defaults there), as `@tool(...)` takes them."""
+
+    name: str | None
+    description: str | None
+    replay_safe: bool
+    requires_approval: bool
+    timeout_seconds: float | None
+    isolation: Isolation
+
+
 def function_tool(
     fn: Callable[..., Any],
     *,
@@ -353,27 +364,11 @@ def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
 
 
 @overload
-def tool(
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    replay_safe: bool = False,
-    requires_approval: bool = False,
-    timeout_seconds: float | None = None,
-    isolation: Isolation = "process",
-) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+def tool(**options: Unpack[ToolOptions]) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
 def tool(
-    fn: Callable[..., Any] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    replay_safe: bool = False,
-    requires_approval: bool = False,
-    timeout_seconds: float | None = None,
-    isolation: Isolation = "process",
+    fn: Callable[..., Any] | None = None, /, **options: Unpack[ToolOptions]
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a function a tool: `@tool` or `@tool(requires_approval=True, ...)`.
 
@@ -384,14 +379,6 @@ def tool(
     """
 
     def make(function: Callable[..., Any]) -> FunctionTool:
-        return function_tool(
-            function,
-            name=name,
-            description=description,
-            replay_safe=replay_safe,
-            requires_approval=requires_approval,
-            timeout_seconds=timeout_seconds,
-            isolation=isolation,
-        )
+        return function_tool(function, **options)
 
     return make(fn) if fn is not None else make

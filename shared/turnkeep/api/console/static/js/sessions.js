@@ -4,6 +4,7 @@ import { describe } from "./api.js";
 import { h, replaceChildren } from "./dom.js";
 
 const PAGE = 20;
+const MAX_PAGE = 1000; // the route's largest `limit`
 
 export function sessionLabel(view) {
   return (view.meta && view.meta.title) || view.session_id;
@@ -20,11 +21,18 @@ export class SessionList {
     more.addEventListener("click", () => this.load(false));
   }
 
+  /** `reset`: reload from the newest, as many as are shown (older pages stay listed, so the
+   * open session does not drop out of the list when a turn's end refreshes it). */
   async load(reset = true) {
-    if (reset) this.cursor = null;
+    let limit = PAGE;
+    if (reset) {
+      this.cursor = null;
+      const shown = this.list.querySelectorAll("[data-session]").length;
+      limit = Math.min(Math.max(PAGE, shown), MAX_PAGE);
+    }
     let page;
     try {
-      page = await this.ctx.api.get("/sessions", { order: "newest", limit: PAGE, cursor: this.cursor });
+      page = await this.ctx.api.get("/sessions", { order: "newest", limit, cursor: this.cursor });
     } catch (error) {
       this.ctx.notify(describe(error), "error");
       return;
