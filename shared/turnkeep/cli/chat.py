@@ -381,11 +381,12 @@ def run_remote_chat(args: argparse.Namespace, inp: TextIO, out: TextIO, err: Tex
     """`chat --url`: the same REPL over the HTTP API; 1 when the API cannot be reached."""
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
     printer = StreamPrinter(out)
-    ws_url = getattr(args, "ws_url", None) or os.environ.get(WS_URL_ENV) or None
+    given = getattr(args, "ws_url", None)
+    ws_url = given or os.environ.get(WS_URL_ENV) or None
     try:
         client = remote.open_client(args.url, token=token, user=args.user)
         if ws_url is not None:
-            check_ws_url(ws_url)
+            check_ws_url(ws_url, "--ws-url" if given else WS_URL_ENV)
     except (ValueError, remote.ApiUnreachableError) as exc:
         err.write(f"turnkeep chat: {exc}\n")
         return 2

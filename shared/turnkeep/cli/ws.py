@@ -38,13 +38,14 @@ class SocketMessage:
     data: Mapping[str, Any]
 
 
-def check_ws_url(url: str) -> str:
-    """`url` unchanged; ValueError naming it unless it is ws(s)://host without a fragment."""
+def check_ws_url(url: str, source: str = "--ws-url") -> str:
+    """`url` unchanged; ValueError naming it (and `source`, where it came from) unless it is
+    ws(s)://host without a fragment."""
     parts = urlsplit(url)
     if parts.scheme not in ("ws", "wss") or not parts.netloc:
-        raise ValueError(f"--ws-url must be a wss:// or ws:// URL with a host, got {url!r}")
+        raise ValueError(f"{source} must be a wss:// or ws:// URL with a host, got {url!r}")
     if parts.fragment:
-        raise ValueError(f"--ws-url must not carry a fragment, got {url!r}")
+        raise ValueError(f"{source} must not carry a fragment, got {url!r}")
     return url
 
 
