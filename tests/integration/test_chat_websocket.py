@@ -7,6 +7,7 @@ is the real CLI in a subprocess with a real JWT."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -24,6 +25,7 @@ from tests.support.lambda_host import load_function_module
 from tests.support.ws_gateway import AUDIENCE, Gateway, running_gateway, start_websocket
 from turnkeep.aws_lambda import container
 from turnkeep.cli import ws
+from turnkeep.harness import StartTurnInput, start_turn
 
 USER = "user-ws"
 TURN = 'call echo {"text": "ping"}\n/quit\n'
@@ -47,15 +49,15 @@ def gateway(monkeypatch: pytest.MonkeyPatch) -> Iterator[Gateway]:
             yield running
 
 
-def _chat(gateway: Gateway, session: str, *extra: str, token: str | None = None) -> str:
+def _chat(gateway: Gateway, session: str, *extra: str, stdin: str = TURN) -> str:
     """The chat's output for one turn; it must exit 0 with nothing on stderr."""
     script = Path(sys.executable).with_name("turnkeep")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "turnkeep.cli"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEP_")}
-    env["TURNKEEP_API_TOKEN"] = token or gateway.token(USER)
+    env["TURNKEEP_API_TOKEN"] = gateway.token(USER)
     done = subprocess.run(
         [*command, "chat", "--url", gateway.url, "--session", session, *extra],
-        input=TURN,
+        input=stdin,
         env=env,
         capture_output=True,
         text=True,
@@ -86,8 +88,13 @@ def _free_port() -> int:
 
 
 def _connections() -> list[str]:
+    """The keys of every live-connection item of the table (subscriptions and their index)."""
     items = boto3.client("dynamodb").scan(TableName=TABLE)["Items"]
-    return [i["pk"]["S"] for i in items if i["pk"]["S"].startswith("LIVECONN#")]
+    return [
+        f"{i['pk']['S']} {i['sk']['S']}"
+        for i in items
+        if i["pk"]["S"].startswith("LIVECONN#") or i["sk"]["S"].startswith("LIVE#")
+    ]
 
 
 def test_a_turn_followed_over_the_websocket_prints_what_polling_prints_and_polls_nothing(
@@ -146,6 +153,25 @@ def test_a_websocket_that_breaks_mid_turn_is_resumed_by_polling_from_its_last_ev
     assert _turn_shown(out.replace(notice + "\n", "")) == _turn_shown(polled)
 
 
+def test_a_call_that_waits_for_approval_is_asked_about_and_the_turn_shown_as_polling_shows_it(
+    gateway: Gateway,
+) -> None:
+    answered = 'call echo {"text": "ping"}\ny\n/quit\n'
+
+    out = _chat(
+        gateway, "s-ws-ok", "--require-approval", "echo", "--ws-url", gateway.ws_url, stdin=answered
+    )
+    polled = _chat(gateway, "s-poll-ok", "--require-approval", "echo", stdin=answered)
+
+    assert '  ?? approval needed: tool call echo {"text": "ping"}' in out
+    assert "Tool echo returned: ping" in out
+    assert ": completed, 2 model rounds, " in out
+    assert _notices(out) == []
+    assert _turn_shown(out) == _turn_shown(polled)
+    # Followed on the socket until the call waited (the catch-up or a push said so).
+    assert gateway.messages()[0]["event"] == "status"
+
+
 def test_a_token_the_issuer_did_not_sign_is_refused_at_the_handshake_and_records_nothing(
     gateway: Gateway,
 ) -> None:
@@ -167,3 +193,19 @@ def test_a_token_the_issuer_did_not_sign_is_refused_at_the_handshake_and_records
     with ws.open_socket(gateway.ws_url, f"Bearer {gateway.token(USER)}"):
         pass
     assert list(gateway.users.values()) == [USER]
+
+
+def test_a_subscribe_whose_connection_is_gone_before_the_answer_ends_quietly_recording_nothing(
+    gateway: Gateway,
+) -> None:
+    deps = container.runtime().deps
+    deps.envelopes.create("s-gone", USER)
+    start_turn(
+        deps, StartTurnInput(session_id="s-gone", op_id="op-gone-01", user_id=USER, text="hi")
+    )
+    gateway.users["gone"] = USER  # authorized at $connect, closed before its subscribe's answer
+    body = json.dumps({"action": "subscribe", "session_id": "s-gone", "turn_id": "op-gone-01"})
+
+    gateway.route("subscribe", "gone", body)  # answers 200 (the management API said 410)
+
+    assert _connections() == []

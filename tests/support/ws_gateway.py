@@ -159,12 +159,13 @@ class Gateway:
                     action = json.loads(text).get("action")
                 except (ValueError, AttributeError):
                     action = None
-                self._route("subscribe" if action == "subscribe" else "$default", cid, text)
+                self.route("subscribe" if action == "subscribe" else "$default", cid, text)
         finally:
             self.sockets.pop(cid, None)
-            self._route("$disconnect", cid, None)
+            self.route("$disconnect", cid, None)
 
-    def _route(self, route: str, cid: str, body: str | None) -> None:
+    def route(self, route: str, cid: str, body: str | None) -> None:
+        """Run `routes` for one event of connection `cid` as API Gateway invokes it."""
         context = {
             "routeKey": route,
             "connectionId": cid,

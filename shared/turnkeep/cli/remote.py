@@ -467,8 +467,12 @@ class RemoteChat:
                         continue
                     if message.kind == "error":
                         return self._socket_error(turn_id, renderer, message.data)
-                    if message.kind == "approval_requested":
-                        # The events page says when the call waits (its status) and asks then.
+                    if message.kind == "approval_requested" or (
+                        message.kind == "status"
+                        and message.data.get("status") == "awaiting_approval"
+                    ):
+                        # The events page shows what came before the wait (the catch-up's
+                        # `status` comes first) and asks once the call waits: as polling does.
                         renderer.on_event(message.data)
                         return _NoStream()
                     ended = self._on_live(turn_id, renderer, message.kind, message.id, message.data)
