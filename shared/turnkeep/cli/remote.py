@@ -449,9 +449,9 @@ class RemoteChat:
                     ws.open_socket(url, self.client.headers.get("Authorization"))
                 )
             except ws.SocketUnavailable as exc:
-                # Not tried again in this chat: a refused token or a wrong URL stays so.
+                # Not tried again in this chat (a refused token or a wrong URL stays so): later
+                # turns are followed as without a WebSocket URL.
                 self.ws_url = None
-                self.streams = False
                 renderer.finish()
                 self.output.notice(f"[the WebSocket at {url} cannot be opened: {exc}; polling]")
                 return _NoStream()
