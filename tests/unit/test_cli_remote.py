@@ -325,3 +325,40 @@ def test_a_url_that_is_not_the_api_is_named_instead_of_crashing() -> None:
 
     assert code == 1
     assert "GET /sessions/s-1 answered 'text/html', not a JSON object" in err
+
+
+@pytest.mark.parametrize(
+    "ws_url", ["https://h/live", "h/live", "ws://", "wss://h/live#f", "http://127.0.0.1:8787"]
+)
+def test_a_ws_url_that_is_not_a_websocket_url_is_a_usage_error_naming_it(
+    ws_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["chat", "--url", "http://127.0.0.1:1", "--ws-url", ws_url])
+
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--ws-url must" in err
+    assert repr(ws_url) in err
+
+
+def test_ws_url_without_url_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["chat", "--ws-url", "wss://h/live"])
+
+    assert info.value.code == 2
+    assert "--ws-url needs --url" in capsys.readouterr().err
+
+
+def test_a_bad_ws_url_in_the_environment_is_a_one_line_error_with_exit_status_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TURNKEEP_WS_URL", "https://h/live")
+
+    code = cli.main(["chat", "--url", "http://127.0.0.1:1"])
+
+    assert code == 2
+    assert capsys.readouterr().err == (
+        "turnkeep chat: TURNKEEP_WS_URL must be a wss:// or ws:// URL with a host, "
+        "got 'https://h/live'\n"
+    )

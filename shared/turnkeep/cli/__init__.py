@@ -19,6 +19,7 @@ from turnkeep.cli.chat import TOKEN_ENV, Terminated, run_local_chat, run_remote_
 from turnkeep.cli.demo import DEMO_USER, run_demo
 from turnkeep.cli.printer import StreamPrinter
 from turnkeep.cli.token import add_token_parser, run_token
+from turnkeep.cli.ws import WS_URL_ENV, check_ws_url
 from turnkeep.runtime.build import open_local_runtime
 from turnkeep.runtime.config_errors import CONFIG_EXIT_STATUS, ConfigError
 from turnkeep.runtime.settings import local_settings
@@ -163,6 +164,12 @@ def _add_chat(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--token",
         help=f"with --url: bearer token (default: ${TOKEN_ENV}, else the dev token of --user)",
     )
+    chat.add_argument(
+        "--ws-url",
+        metavar="WSS_URL",
+        help="with --url: follow turns over the deployment's WebSocket API (its WebSocketUrl "
+        f"output; default: ${WS_URL_ENV}), polling where it cannot be opened",
+    )
     _add_agent(chat)
     chat.add_argument(
         "--turn-timeout",
@@ -246,9 +253,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--agent runs an agent in this process; with --url the server's runs")
         if args.url is None and args.token is not None:
             parser.error("--token needs --url (the in-process chat has no API to authenticate to)")
+        if args.url is None and args.ws_url is not None:
+            parser.error("--ws-url needs --url (turns start on the HTTP API)")
         if args.url is not None:
             try:
                 remote.check_url(args.url)
+                if args.ws_url is not None:
+                    check_ws_url(args.ws_url)
             except ValueError as exc:
                 parser.error(str(exc))
         return run_chat(args, sys.stdin, sys.stdout)

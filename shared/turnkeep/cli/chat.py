@@ -15,6 +15,7 @@ from typing import Protocol, TextIO
 from turnkeep.cli import remote
 from turnkeep.cli.approvals import Ask, prompt_asker
 from turnkeep.cli.printer import StreamPrinter, describe
+from turnkeep.cli.ws import WS_URL_ENV, check_ws_url
 from turnkeep.harness import HarnessDeps, TurnConflictError, TurnResult
 from turnkeep.harness.approvals import ApprovalError, ApprovalInvalidError, decide
 from turnkeep.harness.local_owner import (
@@ -380,12 +381,18 @@ def run_remote_chat(args: argparse.Namespace, inp: TextIO, out: TextIO, err: Tex
     """`chat --url`: the same REPL over the HTTP API; 1 when the API cannot be reached."""
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
     printer = StreamPrinter(out)
+    given = getattr(args, "ws_url", None)
+    ws_url = given or os.environ.get(WS_URL_ENV) or None
     try:
         client = remote.open_client(args.url, token=token, user=args.user)
+        if ws_url is not None:
+            check_ws_url(ws_url, "--ws-url" if given else WS_URL_ENV)
     except (ValueError, remote.ApiUnreachableError) as exc:
         err.write(f"turnkeep chat: {exc}\n")
         return 2
-    chat = remote.RemoteChat(client, printer, turn_wall_s=args.turn_timeout, model=args.model)
+    chat = remote.RemoteChat(
+        client, printer, turn_wall_s=args.turn_timeout, model=args.model, ws_url=ws_url
+    )
     chat.ask = prompt_asker(inp, printer)
     try:
         with client:
@@ -400,7 +407,8 @@ def run_remote_chat(args: argparse.Namespace, inp: TextIO, out: TextIO, err: Tex
                     err.write(f"turnkeep chat: {hint}\n")
                 return 1
             who = "bearer token" if token is not None else f"dev user {args.user}"
-            out.write(f"turnkeep chat: session {session_id} at {args.url} ({who})\n")
+            live = f", live over {ws_url}" if ws_url is not None else ""
+            out.write(f"turnkeep chat: session {session_id} at {args.url} ({who}{live})\n")
             repl(inp, out, RemoteChatBackend(chat, printer))
     except remote.ApiUnreachableError as exc:
         printer.end_text()

@@ -1,10 +1,12 @@
 """`turnkeep chat --url`: the terminal chat as a client of the HTTP API (contract: docs/api.md).
 
 A turn is `POST /sessions/{id}/turns`, then its event stream `GET .../turns/{turn}/stream`
-(Server-Sent Events: live deltas, frames, entries, the end). Where the server has no stream
-(the deployed HTTP API answers 501; an older server 404/405) or the stream breaks, the chat
-polls `GET .../turns/{turn}/events?cursor=` with each page's `next_cursor` until `finished`,
-with a bounded backoff while pages come back empty. `TurnEventRenderer` turns those events
+(Server-Sent Events: live deltas, frames, entries, the end) or, given the deployment's WebSocket
+URL (`--ws-url`, `TURNKEEP_WS_URL`), a `subscribe` on its WebSocket API (the same events as
+messages). Where the server has no stream (the deployed HTTP API answers 501; an older server
+404/405), the socket cannot be opened, or either breaks, the chat polls
+`GET .../turns/{turn}/events?cursor=` with each page's `next_cursor` until `finished`, with a
+bounded backoff while pages come back empty. `TurnEventRenderer` turns those events
 into printer calls so every piece of text is shown once: deltas and frames (provisional, of the
 running round) print their new text as it arrives, and the round's settled entry prints only
 what they had not shown yet.
@@ -17,6 +19,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, urlsplit
@@ -223,6 +226,7 @@ class RemoteChat:
         *,
         turn_wall_s: float = DEFAULT_TURN_WALL_S,
         model: str | None = None,
+        ws_url: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -241,6 +245,8 @@ class RemoteChat:
         """Asks the person about a call that waits for approval (None: only say it waits)."""
         self.streams: bool | None = None
         """Whether the server streams turns (None: not known yet; False: poll)."""
+        self.ws_url = ws_url
+        """The deployment's WebSocket API (None: follow on the SSE route or poll)."""
 
     def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         """The JSON object of a 2xx answer (`{}` when empty); RemoteApiError otherwise."""
@@ -351,11 +357,42 @@ class RemoteChat:
     def _follow(self, turn_id: str) -> str | None:
         renderer = TurnEventRenderer(self.output)
         deadline = self.clock() + self.turn_wall_s
-        if self.streams is not False:
+        if self.ws_url is not None:
+            followed = self._websocket(self.ws_url, turn_id, renderer, deadline)
+            if not isinstance(followed, _NoStream):
+                return followed
+        elif self.streams is not False:
             streamed = self._stream(turn_id, renderer, deadline)
             if not isinstance(streamed, _NoStream):
                 return streamed
         return self._poll(turn_id, renderer, deadline)
+
+    def _on_live(
+        self, turn_id: str, renderer: TurnEventRenderer, kind: str, seq: int | None, data: Any
+    ) -> _Ended | None:
+        """One event of a live stream (SSE or WebSocket: the same kinds and data); `_Ended`
+        with the turn's final status once nothing more is to be read."""
+        event: Mapping[str, Any] = data if isinstance(data, dict) else {}
+        if kind == "delta":
+            renderer.on_delta(event)
+        elif kind == "end":
+            renderer.finish()
+            self.output.notice(status_line(turn_id, event))
+            return _Ended(str(event.get("status")))
+        elif kind == "status" and event.get("status") == "awaiting_approval":
+            renderer.finish()
+            if not self._answer_approvals(turn_id):
+                return _Ended("awaiting_approval")
+        elif seq is not None:
+            renderer.on_event(event)
+        return None
+
+    def _gave_up(self, turn_id: str, renderer: TurnEventRenderer) -> None:
+        renderer.finish()
+        self.output.notice(
+            f"[turn {turn_id} did not finish within {self.turn_wall_s:g} s; "
+            "stopped waiting, it may still run on the server]"
+        )
 
     def _stream(
         self, turn_id: str, renderer: TurnEventRenderer, deadline: float
@@ -383,25 +420,11 @@ class RemoteChat:
                     raise _api_error(answer)
                 self.streams = True
                 for event in read_sse(answer.iter_lines()):
-                    data = event.data if isinstance(event.data, dict) else {}
-                    if event.kind == "delta":
-                        renderer.on_delta(data)
-                    elif event.kind == "end":
-                        renderer.finish()
-                        self.output.notice(status_line(turn_id, data))
-                        return str(data.get("status"))
-                    elif event.kind == "status" and data.get("status") == "awaiting_approval":
-                        renderer.finish()
-                        if not self._answer_approvals(turn_id):
-                            return "awaiting_approval"
-                    elif event.id is not None:
-                        renderer.on_event(data)
+                    ended = self._on_live(turn_id, renderer, event.kind, event.id, event.data)
+                    if ended is not None:
+                        return ended.status
                     if self.clock() > deadline:
-                        renderer.finish()
-                        self.output.notice(
-                            f"[turn {turn_id} did not finish within {self.turn_wall_s:g} s; "
-                            "stopped waiting, it may still run on the server]"
-                        )
+                        self._gave_up(turn_id, renderer)
                         return None
         except RemoteApiError as exc:
             renderer.finish()
@@ -409,6 +432,72 @@ class RemoteChat:
             return None
         except httpx.TransportError:
             pass  # the stream broke (or timed out): the events page has the rest
+        return _NoStream()
+
+    def _websocket(
+        self, url: str, turn_id: str, renderer: TurnEventRenderer, deadline: float
+    ) -> str | _NoStream | None:
+        """Follow the turn on the WebSocket API; `_NoStream` when the caller must poll (from
+        `renderer.last_seq`: what the socket showed is not shown again)."""
+        from turnkeep.cli import ws
+
+        if self.session_id is None:
+            raise RuntimeError("open_session() first")
+        with ExitStack() as opened:
+            try:
+                connection = opened.enter_context(
+                    ws.open_socket(url, self.client.headers.get("Authorization"))
+                )
+            except ws.SocketUnavailable as exc:
+                # Not tried again in this chat (a refused token or a wrong URL stays so): later
+                # turns are followed as without a WebSocket URL.
+                self.ws_url = None
+                renderer.finish()
+                self.output.notice(f"[the WebSocket at {url} cannot be opened: {exc}; polling]")
+                return _NoStream()
+            try:
+                ws.subscribe(connection, self.session_id, turn_id, renderer.last_seq)
+                while True:
+                    remaining = deadline - self.clock()
+                    if remaining <= 0:
+                        self._gave_up(turn_id, renderer)
+                        return None
+                    message = ws.receive(connection, remaining)
+                    if message is None:
+                        continue
+                    if message.kind == "error":
+                        return self._socket_error(turn_id, renderer, message.data)
+                    if message.kind == "approval_requested" or (
+                        message.kind == "status"
+                        and message.data.get("status") == "awaiting_approval"
+                    ):
+                        # The events page shows what came before the wait (the catch-up's
+                        # `status` comes first) and asks once the call waits: as polling does.
+                        renderer.on_event(message.data)
+                        return _NoStream()
+                    ended = self._on_live(turn_id, renderer, message.kind, message.id, message.data)
+                    if ended is not None:
+                        return ended.status
+            except ws.SocketUnavailable as exc:
+                renderer.finish()
+                self.output.notice(
+                    f"[the WebSocket broke ({exc}); polling from event {renderer.last_seq}]"
+                )
+                return _NoStream()
+
+    def _socket_error(
+        self, turn_id: str, renderer: TurnEventRenderer, data: Mapping[str, Any]
+    ) -> _NoStream | None:
+        """An `error` message: `not_found` ends following (as the HTTP 404 does); any other
+        (`event_too_large` and the like) leaves the rest to the events page."""
+        code, text = data.get("code"), data.get("message")
+        renderer.finish()
+        if code == "not_found":
+            self.output.notice(f"[stopped following turn {turn_id}: WebSocket {code}: {text}]")
+            return None
+        self.output.notice(
+            f"[the WebSocket answered {code}: {text}; polling from event {renderer.last_seq}]"
+        )
         return _NoStream()
 
     def _poll(self, turn_id: str, renderer: TurnEventRenderer, deadline: float) -> str | None:
@@ -499,6 +588,13 @@ class RemoteChat:
 
 class _NoStream:
     """The turn could not be followed on a stream (none offered, or it broke): poll."""
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """A live stream said the turn is over (or waits for an approval no one can give)."""
+
+    status: str
 
 
 def _required(body: Mapping[str, Any], name: str, what: str) -> str:

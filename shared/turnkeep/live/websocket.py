@@ -6,6 +6,8 @@ session (else the same `not_found` as the HTTP API). The subscription is recorde
 the catch-up is read from storage and sent, so an event committed meanwhile is either in the
 catch-up or pushed by the step that made it: no gap. A turn that had already ended gets its
 catch-up and `end`, and no subscription. Bad input gets an `error` message and changes nothing.
+A client gone before its answer was sent (`GoneException`) is answered no further and its
+subscription is removed.
 """
 
 from __future__ import annotations
@@ -99,11 +101,22 @@ class WebSocketRoutes:
             return {"statusCode": 200}
         if route.route_key == "$connect":
             return {"statusCode": 200}
-        self._message(route)
+        try:
+            self._message(route)
+        except _Gone:
+            # Nothing is left behind: its subscription (if one was recorded) is dropped too.
+            self.connections.disconnect(route.connection_id)
         return {"statusCode": 200}
 
     def _send(self, connection: str, body: bytes) -> None:
-        self.management.post_to_connection(ConnectionId=connection, Data=body)
+        """Post one message; `_Gone` when the client has left (it closed during the answer)."""
+        try:
+            self.management.post_to_connection(ConnectionId=connection, Data=body)
+        except Exception as exc:
+            code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+            if code == "GoneException":
+                raise _Gone from None
+            raise
 
     def _message(self, route: Route) -> None:
         conn = route.connection_id
@@ -183,6 +196,10 @@ class WebSocketRoutes:
                     return
         finally:
             storage.close()
+
+
+class _Gone(Exception):
+    """The connection is gone (API Gateway's `GoneException`): stop answering it."""
 
 
 def _turn_values(op_id: str) -> list[Value]:

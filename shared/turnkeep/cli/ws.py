@@ -1,0 +1,127 @@
+"""The WebSocket API seen from `turnkeep chat --url --ws-url` (contract: docs/api.md,
+"WebSocket API"): open a connection with the bearer token in the `Authorization` header (the
+`$connect` authorizer reads it there, so the token stays out of URLs and access logs), send the
+turn's `subscribe`, read `{"event", "id", "data"}` messages.
+
+`websockets` is imported lazily: only a chat given a WebSocket URL needs it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from websockets.sync.client import ClientConnection
+
+WS_URL_ENV: Final = "TURNKEEP_WS_URL"
+"""The WebSocket URL of `chat --url` when `--ws-url` is not given (the stack's `WebSocketUrl`)."""
+OPEN_TIMEOUT_S: Final = 5.0
+MAX_MESSAGE_BYTES: Final = 256 * 1024
+"""API Gateway sends at most 128 KB per message; anything larger is not its answer."""
+
+
+class SocketUnavailable(Exception):
+    """The WebSocket could not be opened, or broke: the caller polls the events page."""
+
+
+@dataclass(frozen=True, slots=True)
+class SocketMessage:
+    """One message of the WebSocket API: its `event` kind, `id` (the seq, or None) and `data`."""
+
+    kind: str
+    id: int | None
+    data: Mapping[str, Any]
+
+
+def check_ws_url(url: str, source: str = "--ws-url") -> str:
+    """`url` unchanged; ValueError naming it (and `source`, where it came from) unless it is
+    ws(s)://host without a fragment."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("ws", "wss") or not parts.netloc:
+        raise ValueError(f"{source} must be a wss:// or ws:// URL with a host, got {url!r}")
+    if parts.fragment:
+        raise ValueError(f"{source} must not carry a fragment, got {url!r}")
+    return url
+
+
+@contextmanager
+def open_socket(url: str, authorization: str | None) -> Iterator[ClientConnection]:
+    """A connection to the WebSocket API at `url`, closed on exit; `SocketUnavailable` saying
+    why when it cannot be opened."""
+    try:
+        from websockets.exceptions import InvalidHandshake, InvalidStatus
+        from websockets.sync.client import connect
+    except ImportError:  # pragma: no cover - depends on the installation
+        raise SocketUnavailable(
+            "the WebSocket client needs websockets: pip install 'turnkeep[api]'"
+        ) from None
+    headers = {"Authorization": authorization} if authorization else None
+    with ExitStack() as stack:
+        try:
+            connection = stack.enter_context(
+                connect(
+                    url,
+                    additional_headers=headers,
+                    open_timeout=OPEN_TIMEOUT_S,
+                    max_size=MAX_MESSAGE_BYTES,
+                    compression=None,  # API Gateway does not negotiate permessage-deflate
+                )
+            )
+        except InvalidStatus as exc:
+            status = exc.response.status_code
+            why = " (the token was refused)" if status in (401, 403) else ""
+            raise SocketUnavailable(f"the handshake was answered {status}{why}") from None
+        except (InvalidHandshake, OSError, TimeoutError) as exc:
+            raise SocketUnavailable(f"{type(exc).__name__}: {exc}") from None
+        yield connection
+
+
+def subscribe(connection: ClientConnection, session_id: str, turn_id: str, cursor: int) -> None:
+    """Send the one message a client sends: follow `turn_id` after `cursor`."""
+    from websockets.exceptions import ConnectionClosed
+
+    body = {"action": "subscribe", "session_id": session_id, "turn_id": turn_id, "cursor": cursor}
+    try:
+        connection.send(json.dumps(body))
+    except ConnectionClosed as exc:
+        raise SocketUnavailable(_closed(exc)) from None
+
+
+def receive(connection: ClientConnection, timeout: float) -> SocketMessage | None:
+    """The next message (None when none came within `timeout` seconds); `SocketUnavailable`
+    when the connection closed or sent something that is not a message of the API."""
+    from websockets.exceptions import ConnectionClosed
+
+    try:
+        raw = connection.recv(timeout=timeout)
+    except TimeoutError:
+        return None
+    except ConnectionClosed as exc:
+        raise SocketUnavailable(_closed(exc)) from None
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = None
+    if not isinstance(body, dict) or not isinstance(body.get("event"), str):
+        raise SocketUnavailable("the server sent a message that is not {event, id, data}")
+    seq = body.get("id")
+    data = body.get("data")
+    return SocketMessage(
+        body["event"],
+        seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
+        data if isinstance(data, dict) else {},
+    )
+
+
+def _closed(exc: Exception) -> str:
+    from websockets.exceptions import ConnectionClosed
+
+    if isinstance(exc, ConnectionClosed) and exc.rcvd is not None:
+        reason = f" {exc.rcvd.reason}" if exc.rcvd.reason else ""
+        return f"the connection was closed ({exc.rcvd.code}{reason})"
+    return "the connection was lost"
