@@ -107,6 +107,17 @@ class ModelRequest:
     """The agent's (and turn's) model settings; `max_tokens`/`temperature` above, set by the
     harness itself (e.g. a compaction's summary cap), take precedence over them."""
 
+    def settings_over(self, base: ModelSettings) -> ModelSettings:
+        """What this round asks for: `base` (a provider's spec options), the round's `settings`
+        over it, then the harness's own `max_tokens` / `temperature` over those."""
+        merged = base.merged(self.settings)
+        harness = {
+            name: value
+            for name, value in (("max_tokens", self.max_tokens), ("temperature", self.temperature))
+            if value is not None
+        }
+        return merged.model_copy(update=harness) if harness else merged
+
 
 # -- stream -------------------------------------------------------------------------------------
 

@@ -172,7 +172,7 @@ class BedrockProvider(ModelProvider):
     def converse_arguments(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of `converse` / `converse_stream` for `request`."""
         check_transcript(request.messages)
-        settings = self.settings.merged(request.settings)
+        settings = request.settings_over(self.settings)
         tools_on = bool(request.tools) and settings.tool_choice != "none"
         rich = bool(_RICH_TOOL_RESULTS.search(self.model_id))
         messages = converse_messages(
@@ -192,7 +192,7 @@ class BedrockProvider(ModelProvider):
         arguments: dict[str, Any] = {
             "modelId": self.model_id,
             "messages": messages,
-            "inferenceConfig": self._inference_config(request, settings),
+            "inferenceConfig": self._inference_config(settings),
         }
         if request.system.strip():
             system: list[Any] = [{"text": request.system}]
@@ -220,17 +220,12 @@ class BedrockProvider(ModelProvider):
             return settings.prompt_cache
         return bool(_CACHING_CLAUDE.search(self.model_id) or _CACHING_NOVA.search(self.model_id))
 
-    def _inference_config(
-        self, request: ModelRequest, settings: ModelSettings
-    ) -> InferenceConfigurationTypeDef:
+    def _inference_config(self, settings: ModelSettings) -> InferenceConfigurationTypeDef:
         config: InferenceConfigurationTypeDef = {
-            "maxTokens": request.max_tokens or settings.max_tokens or self.max_tokens
+            "maxTokens": settings.max_tokens or self.max_tokens
         }
-        temperature = request.temperature
-        if temperature is None:
-            temperature = settings.temperature
-        if temperature is not None:
-            config["temperature"] = temperature
+        if settings.temperature is not None:
+            config["temperature"] = settings.temperature
         if settings.top_p is not None:
             config["topP"] = settings.top_p
         if settings.stop:

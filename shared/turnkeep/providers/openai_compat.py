@@ -117,7 +117,7 @@ class OpenAICompatProvider(ModelProvider):
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for `request` (the transcript is checked first)."""
         check_transcript(request.messages)
-        settings = self.settings.merged(request.settings)
+        settings = request.settings_over(self.settings)
         self._check_settings(settings)
         body: dict[str, Any] = dict(settings.extra or {})
         body.update(
@@ -131,14 +131,11 @@ class OpenAICompatProvider(ModelProvider):
             body["tools"] = chat_tools(request.tools)
             if settings.tool_choice is not None:
                 body["tool_choice"] = chat_tool_choice(settings.tool_choice, request.tools)
-        max_tokens = request.max_tokens or settings.max_tokens or self.max_tokens
+        max_tokens = settings.max_tokens or self.max_tokens
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
-        temperature = request.temperature
-        if temperature is None:
-            temperature = settings.temperature
-        if temperature is not None:
-            body["temperature"] = temperature
+        if settings.temperature is not None:
+            body["temperature"] = settings.temperature
         if settings.top_p is not None:
             body["top_p"] = settings.top_p
         if settings.stop:
