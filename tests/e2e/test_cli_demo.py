@@ -79,18 +79,24 @@ def test_demo_streams_turns_folds_notes_and_leaves_no_scope_in_its_sqlite_file(
     assert operations == 0
 
 
+def _chat(script: str, session: str, monkeypatch: pytest.MonkeyPatch, cwd: Path) -> tuple[int, str]:
+    """The in-process chat on `script` in `cwd`, with no TURNKEEP_ setting of this process."""
+    for key in [k for k in os.environ if k.startswith("TURNKEEP_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.chdir(cwd)
+    out = io.StringIO()
+    args = cli.build_parser().parse_args(["chat", "--session", session])
+    code = cli.run_chat(args, io.StringIO(script), out)
+    return code, out.getvalue()
+
+
 def test_chat_streams_one_turn_per_line_and_keeps_notes_between_lines(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for key in [k for k in os.environ if k.startswith("TURNKEEP_")]:
-        monkeypatch.delenv(key)
-    monkeypatch.chdir(tmp_path)
-    lines = io.StringIO("hello\nremember tea is good\n/notes\nwhat do you remember?\n/quit\n")
-    out = io.StringIO()
+    script = "hello\nremember tea is good\n/notes\nwhat do you remember?\n/quit\n"
 
-    code = cli.run_chat(cli.build_parser().parse_args(["chat", "--session", "chat-1"]), lines, out)
+    code, text = _chat(script, "chat-1", monkeypatch, tmp_path)
 
-    text = out.getvalue()
     assert code == 0
     assert "assistant> You said: hello" in text
     assert "-> tool call working_notes_update" in text
@@ -122,15 +128,10 @@ def test_demo_output_explains_its_notation_and_never_hides_lines_of_a_tool_resul
 def test_the_in_process_chat_ends_every_turn_with_its_status_rounds_and_tokens_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for key in [k for k in os.environ if k.startswith("TURNKEEP_")]:
-        monkeypatch.delenv(key)
-    monkeypatch.chdir(tmp_path)
-    lines = io.StringIO('hello\ncall calculator {"expression": "6*7"}\n/quit\n')
-    out = io.StringIO()
+    script = 'hello\ncall calculator {"expression": "6*7"}\n/quit\n'
 
-    code = cli.run_chat(cli.build_parser().parse_args(["chat", "--session", "chat-2"]), lines, out)
+    code, text = _chat(script, "chat-2", monkeypatch, tmp_path)
 
-    text = out.getvalue()
     assert code == 0
     ends = re.findall(
         r"\[turn op-\w+: completed, (\d) model rounds?, \d+ in / \d+ out tokens\]", text

@@ -373,25 +373,35 @@ def test_the_stream_follower_applies_frames_deltas_and_entries_per_the_contract(
     assert outcome["events"] == [10, 11, 12]  # the replayed seq 11 is not applied twice
 
 
+STREAM_EVENTS_END: dict[str, Any] = {
+    "turn_id": "op-1",
+    "status": "completed",
+    "error": None,
+    "rounds": 1,
+    "usage": {"input_tokens": 5, "output_tokens": 4},
+}
+
+
+def _text_frame(seq: int, text: str, offset: int = 0) -> dict[str, Any]:
+    """A frame event of response `op-1:r0` carrying `text` at `offset` (the events contract)."""
+    return {
+        "seq": seq,
+        "kind": "frame",
+        "response_id": "op-1:r0",
+        "round": 0,
+        "offset": offset,
+        "text": text,
+        "deltas": [{"type": "text", "text": text}],
+    }
+
+
 def test_offsets_count_code_points_so_a_reply_with_an_emoji_streams_without_a_cut(
     server: RealServer,
 ) -> None:
     """The server counts `offset` in code points (docs/api.md, "Event stream"): a delta after
     an astral character (two UTF-16 units in JavaScript) continues the text exactly there."""
     emoji_events: list[tuple[str, str | None, dict[str, Any]]] = [
-        (
-            "frame",
-            "11",
-            {
-                "seq": 11,
-                "kind": "frame",
-                "response_id": "op-1:r0",
-                "round": 0,
-                "offset": 0,
-                "text": "\U0001f408 Rex",
-                "deltas": [{"type": "text", "text": "\U0001f408 Rex"}],
-            },
-        ),
+        ("frame", "11", _text_frame(11, "\U0001f408 Rex")),
         ("delta", None, {"response_id": "op-1:r0", "offset": 5, "text": " naps"}),
         ("delta", None, {"response_id": "op-1:r0", "offset": 9, "text": "s \U0001f634!"}),
         ("end", None, STREAM_EVENTS_END),
@@ -407,14 +417,6 @@ def test_offsets_count_code_points_so_a_reply_with_an_emoji_streams_without_a_cu
     ]
 
 
-STREAM_EVENTS_END: dict[str, Any] = {
-    "turn_id": "op-1",
-    "status": "completed",
-    "error": None,
-    "rounds": 1,
-    "usage": {"input_tokens": 5, "output_tokens": 4},
-}
-
 STREAM_EVENTS: list[tuple[str, str | None, dict[str, Any]]] = [
     (
         "entry",
@@ -427,19 +429,7 @@ STREAM_EVENTS: list[tuple[str, str | None, dict[str, Any]]] = [
             "parts": [{"kind": "text", "text": "hi"}],
         },
     ),
-    (
-        "frame",
-        "11",
-        {
-            "seq": 11,
-            "kind": "frame",
-            "response_id": "op-1:r0",
-            "round": 0,
-            "offset": 0,
-            "text": "Hel",
-            "deltas": [{"type": "text", "text": "Hel"}],
-        },
-    ),
+    ("frame", "11", _text_frame(11, "Hel")),
     ("delta", None, {"response_id": "op-1:r0", "offset": 3, "text": "lo"}),
     ("delta", None, {"response_id": "op-1:r0", "offset": 0, "text": "Hi"}),
 ]
@@ -458,17 +448,7 @@ RESUMED_EVENTS: list[tuple[str, str | None, dict[str, Any]]] = [
             "parts": [{"kind": "text", "text": "Hi there, Rex."}],
         },
     ),
-    (
-        "end",
-        None,
-        {
-            "turn_id": "op-1",
-            "status": "completed",
-            "error": None,
-            "rounds": 1,
-            "usage": {"input_tokens": 5, "output_tokens": 4},
-        },
-    ),
+    ("end", None, STREAM_EVENTS_END),
 ]
 
 
