@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from turnkeep.agent.definition import Agent
-from turnkeep.agent.function_tool import valid_tool_name
 from turnkeep.tools.base import Tool
+from turnkeep.tools.names import valid_tool_name
 from turnkeep.tools.registry import ToolRegistry
 from turnkeep.tools.sources import ToolSource, ToolSourceError
 

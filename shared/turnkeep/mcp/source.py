@@ -25,15 +25,13 @@ from typing import TYPE_CHECKING, Any
 from turnkeep.agent.definition import AgentDefinitionError
 from turnkeep.mcp.arguments import McpArguments
 from turnkeep.tools.base import Tool, ToolContext, ToolResult
+from turnkeep.tools.names import source_name_problem, source_tool_name, valid_tool_name
 from turnkeep.tools.sources import ToolSourceError
 
 if TYPE_CHECKING:
     from turnkeep.mcp.client import Endpoint, Listing, Negotiated
 
 logger = logging.getLogger("turnkeep.mcp")
-
-TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-"""What providers accept as a tool name; every `<server>_<tool>` must match it."""
 
 URLS_ENV = "TURNKEEP_MCP_URLS"
 """A JSON object of server name -> URL that overrides those servers' `url=` (the template's
@@ -130,11 +128,9 @@ class McpServer:
         requires_approval: bool | Collection[str],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name) or len(name) > 62:
-            raise McpDefinitionError(
-                f"mcp_server name {name!r} is invalid: use 1-62 characters of A-Z a-z 0-9 _ - "
-                "(it prefixes every tool name, which providers limit to 64)"
-            )
+        problem = source_name_problem(name, "mcp_server name")
+        if problem is not None:
+            raise McpDefinitionError(problem)
         if (url is None) == (command is None):
             raise McpDefinitionError(
                 f"mcp_server {name!r}: give exactly one of url= (Streamable HTTP) or command= "
@@ -301,8 +297,8 @@ class McpServer:
                 continue
             if original in self.deny:
                 continue
-            prefixed = f"{self._name}_{original}"
-            if not TOOL_NAME.fullmatch(prefixed):
+            prefixed = source_tool_name(self._name, original)
+            if not valid_tool_name(prefixed):
                 raise ToolSourceError(
                     self._name,
                     f"its tool {original!r} would be named {prefixed!r}, which is not 1-64 "

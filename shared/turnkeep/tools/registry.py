@@ -9,27 +9,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
 from turnkeep.providers.base import ToolSpec
 from turnkeep.tools.base import Tool, ToolContext, ToolResult
 from turnkeep.tools.isolation import ToolRunner, run_in_process
+from turnkeep.tools.names import tool_name_problem
 
 MAX_ERROR_DETAILS = 8
 
 
 class ToolRegistryError(ValueError):
     """A tool could not be registered (bad or duplicate name)."""
-
-
-def _valid_name(name: object) -> bool:
-    return (
-        isinstance(name, str)
-        and 0 < len(name) <= 64
-        and all(c.isascii() and (c.isalnum() or c in "_-") for c in name)
-    )
 
 
 class ToolRegistry:
@@ -50,10 +43,9 @@ class ToolRegistry:
         """
         if not isinstance(tool, Tool):
             raise ToolRegistryError(f"register needs a Tool, got {type(tool).__name__}")
-        if not _valid_name(tool.name):
-            raise ToolRegistryError(
-                f"tool name {tool.name!r} is invalid: use 1-64 characters of A-Z a-z 0-9 _ -"
-            )
+        problem = tool_name_problem(tool.name)
+        if problem is not None:
+            raise ToolRegistryError(problem)
         if not (isinstance(tool.args_model, type) and issubclass(tool.args_model, BaseModel)):
             raise ToolRegistryError(f"tool {tool.name!r}: args_model must be a pydantic model")
         if tool.name in self._tools:
@@ -146,8 +138,15 @@ class ToolRegistry:
                 f"Error: the arguments of {name} must be a JSON object, got {type(raw).__name__}.",
                 True,
             )
+        model = tool.args_model
+        # One rule for every tool (docs/agent.md, "Arguments"): JSON values are taken as the
+        # types they are, never coerced ("3" is not 3); a model that refuses unknown fields
+        # refuses them at every depth, in its nested models too.
+        extra: Literal["forbid"] | None = (
+            "forbid" if model.model_config.get("extra") == "forbid" else None
+        )
         try:
-            parsed: BaseModel = tool.args_model.model_validate(raw)
+            parsed: BaseModel = model.model_validate_json(text or "{}", strict=True, extra=extra)
         except ValidationError as exc:
             return ToolResult(_validation_text(name, exc), True)
         return parsed
