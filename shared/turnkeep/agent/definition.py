@@ -17,8 +17,8 @@ from turnkeep.notes.tools import WORKING_NOTES_TOOL_NAMES
 from turnkeep.providers.settings import ModelSettings
 from turnkeep.system_prompt import DEFAULT_SYSTEM_PROMPT
 from turnkeep.tools.base import Tool
-from turnkeep.tools.names import source_name_problem, tool_name_problem
-from turnkeep.tools.sources import ToolSource
+from turnkeep.tools.names import source_name_problem, source_tool_name, tool_name_problem
+from turnkeep.tools.sources import ToolSource, declared_tools
 
 DEFAULT_TURN_SETTINGS: tuple[str, ...] = ("max_tokens", "temperature", "top_p", "stop")
 """Model settings a turn may override unless the agent says otherwise (never `extra`, which
@@ -61,6 +61,24 @@ def _as_tool(agent: str, item: object) -> Tool[Any]:
         f"agent {agent!r}: tools takes functions, @tool functions or Tool objects, "
         f"not {type(item).__name__}"
     )
+
+
+def _check_declared_names(agent: str, tool_names: set[str], sources: Sequence[ToolSource]) -> None:
+    """The clashes visible in the definition: a source with an allow list names the tools it
+    may list, so `<source>_<tool>` for each is known now and must be no other tool's name (a
+    source without one is checked when it is listed: docs/mcp.md, "Names")."""
+    owners: dict[str, str] = {t: f"the function tool {t!r}" for t in tool_names}
+    for source in sources:
+        for original in sorted(declared_tools(source) or ()):
+            final = source_tool_name(source.name, original)
+            other = owners.get(final)
+            if other is not None:
+                raise AgentDefinitionError(
+                    f"agent {agent!r}: tool source {source.name!r} allows its tool "
+                    f"{original!r}, named {final!r}, which is {other}'s name too: rename one, "
+                    "or leave it out of allow="
+                )
+            owners[final] = f"tool {original!r} of source {source.name!r}"
 
 
 class Agent:
@@ -146,6 +164,7 @@ class Agent:
                     f"agent {name!r}: tool source name {source.name!r} is used twice"
                 )
             source_names.add(source.name)
+        _check_declared_names(name, seen, sources)
         for spec in (model, *allowed_models):
             if spec is not None and (not isinstance(spec, str) or not spec.strip()):
                 raise AgentDefinitionError(f"agent {name!r}: a model spec must be non-blank text")

@@ -33,6 +33,7 @@ from turnkeep.api.models import (
     TurnView,
 )
 from turnkeep.envelope import Envelope
+from turnkeep.harness.source_notices import TOOL_SOURCE_UNAVAILABLE
 from turnkeep.harness.state import (
     END_TAG,
     OperationState,
@@ -217,6 +218,25 @@ def message_event(entry: Entry) -> Event:
         call_id=_str(data.get("call_id")),
         stop_reason=_str(data.get("stop_reason")),
     )
+
+
+def source_notice_event(entry: Entry) -> Event:
+    """A `tool_source_unavailable` entry: the turn goes on without a tool source's tools."""
+    data = entry.data if isinstance(entry.data, dict) else {}
+    tools = data.get("tools")
+    return Event(
+        seq=entry.seq,
+        kind="tool_source_unavailable",
+        entry_id=entry.id,
+        parent_id=entry.parent_id,
+        round=_int(data.get("round")),
+        source=_str(data.get("source")),
+        message=_str(data.get("message")),
+        tools=[str(t) for t in tools] if isinstance(tools, list) else [],
+    )
+
+
+register_entry_event(TOOL_SOURCE_UNAVAILABLE, source_notice_event)
 
 
 def frame_event(element: ListElement, rid: str, round_: int) -> Event:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
@@ -25,6 +26,22 @@ class ToolRegistryError(ValueError):
     """A tool could not be registered (bad or duplicate name)."""
 
 
+@dataclass(frozen=True, slots=True)
+class SourceProblem:
+    """A tool source whose tools are not (all) in the registry, and why.
+
+    `tools`: the names left out (a clash); empty when the whole source could not be listed.
+    `required` / `retryable`: the source's and the error's (the failure rule of
+    `turnkeep.tools.sources`).
+    """
+
+    source: str
+    message: str
+    required: bool = False
+    retryable: bool = True
+    tools: tuple[str, ...] = ()
+
+
 class ToolRegistry:
     """An ordered set of tools keyed by name."""
 
@@ -33,6 +50,8 @@ class ToolRegistry:
         self._sources: dict[str, str] = {}
         self.unavailable: dict[str, str] = {}
         """Tool sources that could not be listed: source name -> the error (it names it)."""
+        self.problems: list[SourceProblem] = []
+        """Every source left out whole (`unavailable`) or in part (clashing tools), in order."""
         for tool in tools:
             self.register(tool, source=source)
 
@@ -64,9 +83,20 @@ class ToolRegistry:
         """The label `name` was registered with (None: unlabelled or unknown)."""
         return self._sources.get(name)
 
-    def mark_unavailable(self, source: str, error: str) -> None:
+    def mark_unavailable(
+        self, source: str, error: str, *, required: bool = False, retryable: bool = True
+    ) -> None:
         """Record that tool source `source` could not be listed (its tools are `source_*`)."""
         self.unavailable[source] = error
+        self.problems.append(SourceProblem(source, error, required, retryable))
+
+    def mark_left_out(self, source: str, tools: Iterable[str], message: str) -> None:
+        """Record that these tools of optional source `source` were left out (`message`)."""
+        self.problems.append(SourceProblem(source, message, tools=tuple(tools)))
+
+    def blocking_problem(self) -> SourceProblem | None:
+        """The first problem of a required source: a model round cannot run without it."""
+        return next((p for p in self.problems if p.required), None)
 
     def unavailable_error(self, name: str) -> str | None:
         """The listing error of the unavailable source a tool called `name` would belong to."""
