@@ -68,7 +68,7 @@ def add_source(registry: ToolRegistry, source: ToolSource) -> None:
         if required:
             _unavailable(registry, name, message, required, False)
             return
-        logger.warning("tool source %s: tools left out: %s", name, message)
+        logger.info("tool source %s: tools left out: %s", name, message)
         registry.mark_left_out(name, clashing, message)
     registry.extend(kept, source=f"mcp:{name}")
 
@@ -90,5 +90,9 @@ def _clash(registry: ToolRegistry, source: str, tool_name: str) -> str:
 def _unavailable(
     registry: ToolRegistry, name: str, error: str, required: bool, retryable: bool
 ) -> None:
-    logger.warning("tool source %s unavailable: %s", name, error)
+    # An optional source's failure reaches the person as the turn's notice (docs/mcp.md): a
+    # warning per listing would repeat it on every step of every turn.
+    logger.log(
+        logging.WARNING if required else logging.INFO, "tool source %s unavailable: %s", name, error
+    )
     registry.mark_unavailable(name, error, required=required, retryable=retryable)
