@@ -9,8 +9,11 @@ hangs off the branch, not on it, so the model never reads it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from turnkeep.harness.state import OperationState
+from turnkeep.providers.base import RetryableModelError
 from turnkeep.storage import JsonValue, Storage, Write, insert_entry
 from turnkeep.tools.registry import SourceProblem, ToolRegistry
 
@@ -39,22 +42,39 @@ def notice_entry_id(op_id: str, source: str) -> str:
     return f"{op_id}:source:{source}"
 
 
+def required_source_failure(registry: ToolRegistry) -> str | None:
+    """The round's fate when a required source is missing: RetryableModelError raised when
+    asking again may help (the step's retries, then the turn fails with its text), else the
+    turn's error text (a name clash); None when every required source is there."""
+    blocked = registry.blocking_problem()
+    if blocked is None:
+        return None
+    if blocked.retryable:
+        raise RetryableModelError(blocked.message, code="tool_source_unavailable")
+    return f"tool_source_error: {blocked.message}"
+
+
 def round_notices(
-    storage: Storage, registry: ToolRegistry, op_id: str, round_: int, parent: str | None
-) -> tuple[list[Write], list[ToolSourceNotice]]:
-    """The notice entries this round adds (sources without one yet in this turn), and the
-    notices themselves. Required sources are not noticed: their failure fails the round."""
+    storage: Storage,
+    registry: ToolRegistry,
+    state: OperationState,
+    parent: str | None,
+    on_notice: Callable[[ToolSourceNotice], None] | None = None,
+) -> list[Write]:
+    """The notice entries this round adds for optional sources it goes without (those without
+    one yet in this turn), each also handed to `on_notice`. Required sources are not noticed:
+    their failure fails the round."""
+    op_id, round_ = state.op_id, state.round
     problems: dict[str, SourceProblem] = {}
     for problem in registry.problems:
         if not problem.required:
             problems.setdefault(problem.source, problem)
     if not problems:
-        return [], []
+        return []
     ids = {notice_entry_id(op_id, source): source for source in problems}
     for entry in storage.get_entries(list(ids)):
         problems.pop(ids[entry.id], None)
     writes: list[Write] = []
-    notices: list[ToolSourceNotice] = []
     for source, problem in problems.items():
         data: dict[str, JsonValue] = {
             "op": op_id,
@@ -66,5 +86,6 @@ def round_notices(
         writes.append(
             insert_entry(notice_entry_id(op_id, source), parent, TOOL_SOURCE_UNAVAILABLE, data)
         )
-        notices.append(ToolSourceNotice(source, problem.message, problem.tools))
-    return writes, notices
+        if on_notice is not None:
+            on_notice(ToolSourceNotice(source, problem.message, problem.tools))
+    return writes

@@ -22,7 +22,11 @@ from turnkeep.harness.io import ModelStepInput, ModelStepOutput
 from turnkeep.harness.live import LiveText
 from turnkeep.harness.progress import FrameWriter, read_frames
 from turnkeep.harness.recovery import settle_pending
-from turnkeep.harness.source_notices import ToolSourceNotice, round_notices
+from turnkeep.harness.source_notices import (
+    ToolSourceNotice,
+    required_source_failure,
+    round_notices,
+)
 from turnkeep.harness.state import (
     OperationState,
     call_address,
@@ -153,22 +157,12 @@ def model_step(
                 )
             wrap_up = True  # one tools-off round so the model can answer with what it has
         registry = deps.registry(state.session_id, state.user_id)
-        blocked = None if wrap_up else registry.blocking_problem()
+        # Nothing is committed yet: a retry of this round starts from the same place.
+        blocked = None if wrap_up else required_source_failure(registry)
         if blocked is not None:
-            # A required source (docs/mcp.md, "Failures"). Nothing is committed yet: a retry of
-            # this round starts from the same place, and the last one's failure ends the turn.
-            if blocked.retryable:
-                raise RetryableModelError(blocked.message, code="tool_source_unavailable")
-            return fail_output(
-                inp.session_id, inp.op_id, inp.round, f"tool_source_error: {blocked.message}"
-            )
+            return fail_output(inp.session_id, inp.op_id, inp.round, blocked)
         state, results = _settle_tool_results(storage, state)
-        notice_writes, notices = round_notices(
-            storage, registry, state.op_id, state.round, results.head
-        )
-        if on_event is not None:
-            for notice in notices:
-                on_event(notice)
+        notice_writes = round_notices(storage, registry, state, results.head, on_event)
         provider = deps.provider_for(state.model)
         shape = _RoundShape(
             deps,
