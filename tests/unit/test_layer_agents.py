@@ -22,22 +22,34 @@ exec "{python}" "$@"
 """
 
 
-def test_the_layer_build_copies_the_agents_home_and_installs_its_requirements(
-    tmp_path: Path,
-) -> None:
+def _fake_python(tmp_path: Path, template: str, **fields: object) -> tuple[Path, Path]:
+    """A `python3.12` from `template` (its pip records its arguments), and that record."""
     record = tmp_path / "pip-args.txt"
     python = tmp_path / "python3.12"
-    python.write_text(FAKE_PYTHON.format(record=record, python=sys.executable))
+    python.write_text(template.format(record=record, python=sys.executable, **fields))
     python.chmod(0o755)
-    artifacts = tmp_path / "artifacts"
+    return python, record
 
-    subprocess.run(
+
+def _build(shared: Path, python: Path, artifacts: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [
             "make", "-s", "-f", str(ROOT / "layers" / "turnkeep" / "Makefile"),
             "build-TurnkeepLayerX8664", f"ARTIFACTS_DIR={artifacts}", f"PYTHON={python}",
         ],
-        cwd=ROOT / "shared", check=True, capture_output=True, text=True, timeout=300,
+        cwd=shared, check=False, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
+
+
+def test_the_layer_build_copies_the_agents_home_and_installs_its_requirements(
+    tmp_path: Path,
+) -> None:
+    python, record = _fake_python(tmp_path, FAKE_PYTHON)
+    artifacts = tmp_path / "artifacts"
+
+    done = _build(ROOT / "shared", python, artifacts)
+
+    assert done.returncode == 0, done.stderr
 
     (pip,) = record.read_text().splitlines()
     args = shlex.split(pip)
@@ -105,23 +117,10 @@ def _shared_with_agents(tmp_path: Path, agents: dict[str, str]) -> Path:
     return shared
 
 
-def _build(shared: Path, python: Path, artifacts: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            "make", "-s", "-f", str(ROOT / "layers" / "turnkeep" / "Makefile"),
-            "build-TurnkeepLayerX8664", f"ARTIFACTS_DIR={artifacts}", f"PYTHON={python}",
-        ],
-        cwd=shared, check=False, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-
-
 def test_each_agent_packages_own_requirements_join_the_layers_one_pip_resolution(
     tmp_path: Path,
 ) -> None:
-    record = tmp_path / "pip-args.txt"
-    python = tmp_path / "python3.12"
-    python.write_text(FAKE_PYTHON.format(record=record, python=sys.executable))
-    python.chmod(0o755)
+    python, record = _fake_python(tmp_path, FAKE_PYTHON)
     shared = _shared_with_agents(tmp_path, {"pantry": "humanize==4.9.0\n", "zoo": "six\n"})
 
     done = _build(shared, python, tmp_path / "artifacts")
@@ -141,14 +140,9 @@ def test_each_agent_packages_own_requirements_join_the_layers_one_pip_resolution
 def test_agents_whose_requirements_conflict_fail_the_build_with_one_line_naming_the_files(
     tmp_path: Path,
 ) -> None:
-    record = tmp_path / "pip-args.txt"
     conflict = tmp_path / "pip-output.txt"
     conflict.write_text(PIP_CONFLICT)
-    python = tmp_path / "python3.12"
-    python.write_text(
-        CONFLICTING_PYTHON.format(record=record, conflict=conflict, python=sys.executable)
-    )
-    python.chmod(0o755)
+    python, _record = _fake_python(tmp_path, CONFLICTING_PYTHON, conflict=conflict)
     shared = _shared_with_agents(
         tmp_path, {"pantry": "humanize==4.9.0\n", "zoo": "humanize==3.0\n"}
     )
