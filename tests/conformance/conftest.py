@@ -1,5 +1,6 @@
-"""Registers every storage backend (tests/conformance/backends/) and every model provider
-(tests/conformance/providers/) with the shared suites."""
+"""Registers every storage backend (tests/conformance/backends/), every model provider
+(tests/conformance/providers/) and every kind of tool source (tests/conformance/tool_sources/)
+with the shared suites."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ import pytest
 
 import tests.conformance.backends as backends_pkg
 import tests.conformance.providers as providers_pkg
+import tests.conformance.tool_sources as tool_sources_pkg
 from tests.conformance.backends import BackendHarness
 from tests.conformance.providers import ProviderHarness
+from tests.conformance.tool_sources import ToolSourceHarness
 
 BACKENDS = sorted(m.name for m in pkgutil.iter_modules(backends_pkg.__path__))
 PROVIDERS = sorted(m.name for m in pkgutil.iter_modules(providers_pkg.__path__))
+TOOL_SOURCES = sorted(m.name for m in pkgutil.iter_modules(tool_sources_pkg.__path__))
 
 
 @pytest.fixture(params=BACKENDS)
@@ -60,3 +64,32 @@ def wire_provider(request: pytest.FixtureRequest) -> Iterator[ProviderHarness]:
     that talks to a server; one without (the scripted model, `WIRELESS = True`) is not a
     parameter at all, so nothing is skipped."""
     yield from _provider(request.param)
+
+
+@pytest.fixture(scope="module", params=TOOL_SOURCES)
+def tool_source(request: pytest.FixtureRequest) -> Iterator[ToolSourceHarness]:
+    """Each tool-source conformance test runs once per registered kind of source; one source
+    serves a module's tests (a stdio server is a process start per listing and call)."""
+    module = importlib.import_module(f"tests.conformance.tool_sources.{request.param}")
+    harness: ToolSourceHarness = module.make()
+    try:
+        yield harness
+    finally:
+        harness.close()
+
+
+def _remote(name: str) -> bool:
+    module = importlib.import_module(f"tests.conformance.tool_sources.{name}")
+    return not getattr(module, "LOCAL", False)
+
+
+@pytest.fixture(params=[name for name in TOOL_SOURCES if _remote(name)])
+def remote_tool_source(request: pytest.FixtureRequest) -> Iterator[ToolSourceHarness]:
+    """The kinds of source that can be out of reach (not function tools, `LOCAL = True`): a
+    test of being down runs once per such kind, and is no parameter at all for the others."""
+    module = importlib.import_module(f"tests.conformance.tool_sources.{request.param}")
+    harness: ToolSourceHarness = module.make()
+    try:
+        yield harness
+    finally:
+        harness.close()
