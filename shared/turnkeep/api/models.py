@@ -8,21 +8,15 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 
 from turnkeep.providers.base import Usage
 from turnkeep.session_ids import SESSION_ID_PATTERN
+from turnkeep.turn_rules import OP_ID_PATTERN
+from turnkeep.turn_rules import TurnStatus as HarnessTurnStatus
 
-TURN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$"
+TURN_ID_PATTERN = OP_ID_PATTERN
 """Turn (operation) ids: the harness rule, 1-100 characters."""
 
 MetaValue = StrictStr | StrictInt | StrictFloat | StrictBool
-TurnStatus = Literal[
-    "idle",
-    "running",
-    "cancelling",
-    "awaiting_approval",
-    "completed",
-    "failed",
-    "aborted",
-    "deleting",
-]
+TurnStatus = Literal[HarnessTurnStatus, "deleting"]
+"""A turn's status as the API shows it: the harness's, or `deleting` while its session goes."""
 
 
 class ErrorDetail(BaseModel):

@@ -26,8 +26,8 @@ from turnkeep.envelope import (
     MetaValidationError,
 )
 from turnkeep.harness import reconcile_envelope
-from turnkeep.harness.state import STARTABLE_STATUSES
 from turnkeep.storage import open_repository
+from turnkeep.turn_rules import STARTABLE_STATUSES
 
 router = APIRouter(
     prefix="/sessions", tags=["sessions"], responses=error_responses(400, 401, 405, 503)
