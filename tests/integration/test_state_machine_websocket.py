@@ -25,9 +25,9 @@ from tests.support.iam_policy import (
     stack_refs,
 )
 from tests.support.lambda_host import FakeContext, load_function_module
-from turnkeep.api.views import turn_events
 from turnkeep.aws_lambda import container
 from turnkeep.cli.sse import apply_delta
+from turnkeep.events import turn_events
 from turnkeep.harness import StartTurnInput, start_turn
 from turnkeep.storage import open_storage
 

@@ -19,12 +19,13 @@ from turnkeep.api.models import (
     error_responses,
 )
 from turnkeep.api.session_pages import SESSION_CURSOR_PATTERN, session_page
-from turnkeep.api.views import DELETE_MARKER, session_view, transcript_page
+from turnkeep.api.views import DELETE_MARKER, session_view
 from turnkeep.envelope import (
     EnvelopeConflictError,
     EnvelopeExistsError,
     MetaValidationError,
 )
+from turnkeep.events import transcript_page
 from turnkeep.harness import reconcile_envelope
 from turnkeep.storage import open_repository
 from turnkeep.turn_rules import STARTABLE_STATUSES
