@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from tests.support.api_client import OTHER, USER, ApiHarness, auth, make_harness
+from tests.support.api_client import OTHER, USER, ApiHarness, auth
 from turnkeep.storage import (
     append_list,
     ephemeral_scope,
@@ -14,17 +12,6 @@ from turnkeep.storage import (
     open_storage,
     value_list,
 )
-
-
-@pytest.fixture
-def api() -> Iterator[ApiHarness]:
-    yield from make_harness()
-
-
-@pytest.fixture
-def paused_api() -> Iterator[ApiHarness]:
-    """Turns are started and launched but nothing drives them."""
-    yield from make_harness(run_turns=False)
 
 
 def test_create_session_returns_201_with_the_callers_envelope_view(api: ApiHarness) -> None:
