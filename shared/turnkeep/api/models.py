@@ -154,7 +154,8 @@ class NotesView(BaseModel):
     """The session's working notes (read-only here: the tools are the only writers)."""
 
     notes: str | None
-    bytes: int
+    bytes: int = Field(description="the notes' size in UTF-8 bytes")
+    max_bytes: int = Field(description="the cap an update may not exceed (UTF-8 bytes)")
 
 
 __all__ = [
