@@ -13,13 +13,11 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_state_machine import Deployed, _assert_ended, _run, deployed
 from tests.support.mcp_agent import REFERENCE, REQUIRED_ENV, URL_ENV, fresh_agent_module
 from tests.support.mcp_servers import HttpMcpServer, free_port
+from tests.support.state_machine import Deployed, assert_ended, run_turn
 from turnkeep.aws_lambda import container
 from turnkeep.storage import open_storage
-
-__all__ = ["deployed"]  # the fixture, shared with the state machine's own tests
 
 
 @pytest.fixture
@@ -37,7 +35,7 @@ def test_a_turn_of_an_agent_calls_its_function_tool_and_an_mcp_tool_in_tool_step
     kb: HttpMcpServer, deployed: Deployed
 ) -> None:
     session = "sfn-mcp"
-    op_id, output = _run(
+    op_id, output = run_turn(
         deployed, session, 'call kb_lookup {"term": "deploy"}\ncall shout {"text": "go"}'
     )
     assert output["status"] == "completed"
@@ -51,7 +49,7 @@ def test_a_turn_of_an_agent_calls_its_function_tool_and_an_mcp_tool_in_tool_step
     assert kb.methods["tools/call"] == 1
     # One container (this process) listed once; every later step reused the listing.
     assert kb.methods["tools/list"] == 1
-    _assert_ended(deployed, session, op_id, "completed")
+    assert_ended(deployed, session, op_id, "completed")
 
 
 def test_a_turn_whose_mcp_server_is_down_completes_without_its_tools_and_says_so(
@@ -62,7 +60,7 @@ def test_a_turn_whose_mcp_server_is_down_completes_without_its_tools_and_says_so
     container.reset_runtime()
     session = "sfn-mcp-down"
 
-    op_id, output = _run(deployed, session, 'call shout {"text": "go"}')
+    op_id, output = run_turn(deployed, session, 'call shout {"text": "go"}')
 
     assert output["status"] == "completed"
     assert all(error is None for _name, _event, error in deployed.host.calls)
@@ -72,7 +70,7 @@ def test_a_turn_whose_mcp_server_is_down_completes_without_its_tools_and_says_so
     assert notice.data["source"] == "kb"
     assert "cannot list its tools" in notice.data["message"]
     assert "GO" in json.dumps([e.data for e in entries])
-    _assert_ended(deployed, session, op_id, "completed")
+    assert_ended(deployed, session, op_id, "completed")
 
 
 @pytest.mark.parametrize("deployed", ["STANDARD"], indirect=True)  # the retry waits up to 2 s
@@ -96,7 +94,7 @@ def test_a_model_step_that_cannot_list_a_required_server_is_retried_by_the_state
 
     try:
         with deployed.replaced("ModelStepFunction", then_start):
-            op_id, output = _run(deployed, "sfn-mcp-late", 'call kb_lookup {"term": "x"}')
+            op_id, output = run_turn(deployed, "sfn-mcp-late", 'call kb_lookup {"term": "x"}')
     finally:
         if late.started:
             late.__exit__(None, None, None)
@@ -106,4 +104,4 @@ def test_a_model_step_that_cannot_list_a_required_server_is_retried_by_the_state
     assert model_steps[1][1] == model_steps[0][1]  # the same input again
     assert all(error is None for _name, _event, error in model_steps[1:])
     assert late.methods["tools/call"] == 1
-    _assert_ended(deployed, "sfn-mcp-late", op_id, "completed")
+    assert_ended(deployed, "sfn-mcp-late", op_id, "completed")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from turnkeep.api.views import entry_event
+from turnkeep.events import entry_event
 from turnkeep.harness.live import Committed
 from turnkeep.harness.source_notices import TOOL_SOURCE_UNAVAILABLE, notice_entry_id
 from turnkeep.live.push import event_messages
