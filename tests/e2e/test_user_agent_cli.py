@@ -71,12 +71,8 @@ def test_chat_with_an_agent_goes_on_without_a_server_that_is_down_then_uses_it_o
     down = _turnkeep(["chat", "--agent", PANTRY, "--session", "pantry"], tmp_path, script)
 
     assert down.returncode == 0, down.stderr
-    assert (
-        down.stdout.count(
-            "[without its tools: tool source 'grocer': cannot list its tools: ConnectError"
-        )
-        == 2
-    )  # once per turn
+    # Once per turn (the cause is the refused connection, or on a loaded machine the timeout).
+    assert down.stdout.count("[without its tools: tool source 'grocer': ") == 2
     assert "<- put_away [ok] put away 2 x rice" in down.stdout
     assert "<- grocer_price [error] Error: tool grocer_price is unavailable" in down.stdout
     assert down.stdout.count("completed, 2 model rounds") == 2

@@ -1,9 +1,12 @@
 """A stdio MCP server whose process exits at once is reported as that: the process, its exit
 status and the last lines of its standard error (which still reach ours), for a listing and for
-a call alike, instead of the SDK's `error -32000: Connection closed`."""
+a call alike, instead of the SDK's `error -32000: Connection closed`; and a process's first
+exchange imports the SDK before its deadline starts."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 
 import pytest
@@ -55,3 +58,39 @@ def test_a_stdio_server_that_stays_up_lists_and_answers_as_before() -> None:
 
     assert [t.name for t in grocer.list_tools()] == ["grocer_price", "grocer_stock"]
     assert grocer.call("price", "grocer_price", {"item": "rice"}).content == "rice: 2.50"
+
+
+PROBE = """
+import os
+import subprocess
+import sys
+from turnkeep import mcp_server
+from turnkeep.mcp import bridge
+
+seen = []
+original = bridge.run
+def run(coroutine, deadline):
+    seen.append("mcp" in sys.modules and "mcp.client.stdio" in sys.modules)
+    return original(coroutine, deadline)
+bridge.run = run
+root = sys.argv[1]
+source = mcp_server(
+    "grocer", command=sys.executable, cwd=root, env={"PYTHONPATH": f"{root}/shared:{root}"},
+    args=["-m", "tests.support.pantry.grocer", "--transport", "stdio"],
+)
+source.list_tools()
+print(seen)
+"""
+
+
+def test_the_sdk_is_imported_before_a_listings_deadline_starts() -> None:
+    """A process's first listing imports the `mcp` package (~0.5 s, more on a loaded machine):
+    outside `list_timeout_seconds`, or a short limit fails the first listing of every process."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(ROOT)],
+        env={**os.environ, "PYTHONPATH": f"{ROOT / 'shared'}:{ROOT}"},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[True]"

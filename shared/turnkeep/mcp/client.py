@@ -26,6 +26,18 @@ if TYPE_CHECKING:
     from mcp_types import CallToolResult, DiscoverResult
 
 
+def import_sdk() -> None:
+    """Import what an exchange uses, before its deadline starts: the first import of the `mcp`
+    package costs ~0.5 s (much more on a loaded machine), which must not count against a
+    listing's `list_timeout_seconds` or a call's `timeout_seconds`. Cheap once imported."""
+    import anyio  # noqa: F401
+    import httpx2  # noqa: F401
+    import mcp
+    import mcp.client.stdio
+    import mcp.client.streamable_http  # noqa: F401
+    import mcp_types  # noqa: F401
+
+
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     """Where a server is: a Streamable HTTP URL (with headers) or a stdio command."""

@@ -271,6 +271,7 @@ class McpServer:
         except CredentialError as exc:
             raise ToolSourceError(self._name, f"header credential: {exc}") from exc
         endpoint = self._endpoint()
+        client.import_sdk()
         self.list_requests += 1
         started = time.perf_counter()
         try:
@@ -344,6 +345,7 @@ class McpServer:
             return ToolResult(f"Error: tool {prefixed} was not called: {exc}", True)
         cached = self._cached
         negotiated = cached.negotiated if cached is not None else None
+        client.import_sdk()
         try:
             result = bridge.run(
                 client.call_tool(
