@@ -275,8 +275,8 @@ def test_a_clashing_tool_of_an_optional_source_is_left_out_naming_both_tools(
     (problem,) = registry.problems
     assert problem.tools == ("bare_add",)
     assert problem.message == (
-        "tool source 'bare': its tool 'bare_add' clashes with the agent's function tool "
-        "'bare_add': rename one, or leave the server's out with deny=['add']"
+        "tool source 'bare': its tool 'add', named 'bare_add', clashes with the agent's "
+        "function tool 'bare_add': rename one, or leave the server's out with deny=['add']"
     )
 
 
@@ -292,8 +292,9 @@ def test_a_clash_of_a_required_source_fails_the_turn_at_once_not_retryably(
 
     assert result.status == "failed"
     assert result.error == (
-        "tool_source_error: tool source 'bare': its tool 'bare_add' clashes with the agent's "
-        "function tool 'bare_add': rename one, or leave the server's out with deny=['add']"
+        "tool_source_error: tool source 'bare': its tool 'add', named 'bare_add', clashes with "
+        "the agent's function tool 'bare_add': rename one, or leave the server's out with "
+        "deny=['add']"
     )
     assert clash.listings == 1
     assert h.provider.requests == []

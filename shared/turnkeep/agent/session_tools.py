@@ -82,8 +82,8 @@ def _clash(registry: ToolRegistry, source: str, tool_name: str) -> str:
     }.get(owner, f"the tool of {owner}" if owner.startswith("mcp:") else "another tool")
     original = tool_name[len(source) + 1 :]
     return (
-        f"its tool '{tool_name}' clashes with {other} '{tool_name}': rename one, or leave the "
-        f"server's out with deny=[{original!r}]"
+        f"its tool {original!r}, named {tool_name!r}, clashes with {other} {tool_name!r}: "
+        f"rename one, or leave the server's out with deny=[{original!r}]"
     )
 
 
