@@ -118,6 +118,31 @@ def test_get_agent_lists_function_and_source_tools_and_a_source_that_cannot_list
     ]
 
 
+def test_get_agent_names_a_source_whose_clashing_tools_are_left_out_and_lists_its_others(
+    api: ApiHarness,
+) -> None:
+    grocer = FakeSource(
+        "grocer", [tool(name="grocer_price")(_search), tool(name="grocer_stock")(_search)]
+    )
+    api.runtime.deps.agent = Agent(
+        tools=[tool(name="grocer_price")(ft.bare_add)], mcp_servers=[grocer]
+    )
+
+    body = api.client.get("/agent", headers=auth()).json()
+
+    tools = {t["name"]: t["source"] for t in body["tools"]}
+    assert tools["grocer_price"] == "function"
+    assert tools["grocer_stock"] == "mcp:grocer"
+    assert body["unavailable_sources"] == [
+        {
+            "name": "grocer",
+            "error": "tool source 'grocer': its tool 'price', named 'grocer_price', clashes with "
+            "the agent's function tool 'grocer_price': rename one, or leave the server's out "
+            "with deny=['price']",
+        }
+    ]
+
+
 def _recorded(api: ApiHarness, sid: str, turn: str) -> Any:
     storage = open_storage(api.runtime.storage_url, sid)
     try:

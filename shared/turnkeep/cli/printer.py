@@ -7,6 +7,7 @@ from typing import TextIO
 from turnkeep.cli.usage_line import usage_text
 from turnkeep.harness import TurnResult
 from turnkeep.harness.orchestrator import ToolOutcome
+from turnkeep.harness.source_notices import ToolSourceNotice
 from turnkeep.providers.base import (
     ResponseDone,
     StreamEvent,
@@ -30,9 +31,12 @@ class StreamPrinter:
         self._in_text = False
         self._calls: dict[int, list[str]] = {}
 
-    def on_event(self, event: StreamEvent) -> None:
-        """Print one stream event; tool calls once their round is done (arguments complete)."""
-        if isinstance(event, TextDelta):
+    def on_event(self, event: StreamEvent | ToolSourceNotice) -> None:
+        """Print one stream event; tool calls once their round is done (arguments complete);
+        a line for a tool source the round goes on without."""
+        if isinstance(event, ToolSourceNotice):
+            self.notice(event.line())
+        elif isinstance(event, TextDelta):
             self.text(event.text)
         elif isinstance(event, ToolCallStart):
             self.end_text()

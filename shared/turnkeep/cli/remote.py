@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, urlsplit
 
 from turnkeep.cli.usage_line import usage_text
+from turnkeep.harness.source_notices import ToolSourceNotice
 
 if TYPE_CHECKING:
     import httpx
@@ -131,6 +132,15 @@ class TurnEventRenderer:
             self._frame(event)
         elif kind == "entry":
             self._entry(event)
+        elif kind == "tool_source_unavailable":
+            tools = event.get("tools")
+            notice = ToolSourceNotice(
+                str(event.get("source")),
+                str(event.get("message", "")),
+                tuple(str(t) for t in tools) if isinstance(tools, list) else (),
+            )
+            self.output.end_text()
+            self.output.notice(notice.line())
 
     def finish(self) -> None:
         """End the reply being shown (the turn ended)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -48,6 +49,13 @@ class HarnessLimits(BaseModel):
     )
     model_retries: int = Field(
         default=2, ge=0, description="in-process retries of a retryable model error"
+    )
+    model_retry_interval_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        description="in-process wait before the first model retry, doubled for each next one, "
+        "with full jitter (a Step Functions Retry's IntervalSeconds, BackoffRate 2, "
+        "JitterStrategy FULL)",
     )
     tool_parallelism: int = Field(default=4, ge=1, description="in-process parallel tool steps")
     stale_turn_seconds: float = Field(
@@ -130,6 +138,10 @@ class HarnessDeps:
     provider: ModelProvider | ProviderResolver
     tools: ToolFactory | None = None
     clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+    """How the in-process orchestrator waits between model retries (tests inject it)."""
+    jitter: Callable[[float], float] = field(default=lambda cap: random.uniform(0.0, cap))
+    """A wait between 0 and `cap` seconds (full jitter; tests inject it)."""
     limits: HarnessLimits = field(default_factory=HarnessLimits)
     agent: Agent = field(default_factory=demo_agent)
     tool_runner: ToolRunner = field(default_factory=InProcessRunner)

@@ -77,6 +77,20 @@ export class TurnView {
     else if (event.kind === "entry") this.entry(event);
     else if (event.kind === "approval_requested") this.approvalRequested(event);
     else if (event.kind === "approval_decided") this.approvalDecided(event);
+    else if (event.kind === "tool_source_unavailable") this.sourceUnavailable(event);
+  }
+
+  /** The turn goes on without (some) tools of an optional tool source: say which and why. */
+  sourceUnavailable(event) {
+    const what = (event.tools || []).length ? event.tools.join(", ") : `the tools of ${event.source}`;
+    this.place(
+      h(
+        "aside",
+        { class: "source-notice", role: "status" },
+        h("strong", {}, `Going on without ${what}`),
+        h("span", {}, ` ${event.message || ""}`),
+      ),
+    );
   }
 
   /** A live delta of the stream route: same rule as a frame's text. */
