@@ -71,12 +71,14 @@ class Agent:
     tools are built. `model` is the default model spec when `TURNKEEP_MODEL` is unset;
     `allowed_models` are the specs a turn may pick besides the default (joined with
     `TURNKEEP_ALLOWED_MODELS`). `model_settings` apply to every round; `turn_settings` names the
-    settings a turn may override (docs/agent.md).
+    settings a turn may override. `deps` is what tools get as `ToolContext.deps`: an object, or
+    a zero-argument factory (function, class, partial) each process calls once (docs/agent.md).
     """
 
     __slots__ = (
         "allowed_models",
         "builtin_names",
+        "deps",
         "description",
         "instructions",
         "mcp_servers",
@@ -99,6 +101,7 @@ class Agent:
         allowed_models: Sequence[str] = (),
         model_settings: ModelSettings | Mapping[str, Any] | None = None,
         turn_settings: Collection[str] = DEFAULT_TURN_SETTINGS,
+        deps: object = None,
         _builtin: Collection[str] = (),  # the demo agent's: labelled `builtin` on GET /agent
     ) -> None:
         if not valid_tool_name(name):
@@ -169,6 +172,7 @@ class Agent:
         self.model_settings = _settings(name, model_settings)
         self.turn_settings: frozenset[str] = frozenset(turn_settings)
         self.builtin_names: frozenset[str] = frozenset(_builtin)
+        self.deps = deps
 
     def __repr__(self) -> str:
         return (

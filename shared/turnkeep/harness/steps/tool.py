@@ -4,6 +4,7 @@ replay-safe, with each call-state change committed fenced by the operation state
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from turnkeep.harness import approvals
@@ -30,8 +31,10 @@ from turnkeep.harness.steps.common import (
 )
 from turnkeep.harness.transcript import message_from_json
 from turnkeep.providers.base import ToolResultPart
-from turnkeep.storage import GuardFailedError, Storage, set_value
+from turnkeep.storage import GuardFailedError, Storage, Write, set_value
 from turnkeep.tools.base import ToolContext
+from turnkeep.tools.state import ToolState, state_writes
+from turnkeep.tools.state import load_state as load_tool_state
 
 
 def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
@@ -141,9 +144,12 @@ def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
             operation_id=state.op_id,
             call_id=call.call_id,
             extras={"progress": ctx_progress, "replayed": replayed},
+            state=ToolState(loader=lambda: load_tool_state(storage)),
+            deps_source=deps.agent.deps,
         )
         arguments = approvals.effective_arguments(call)
         result = registry.run_call(call.name, arguments, ctx, deps.tool_runner)
+        ctx.state.seal()  # its writes commit with the result below, or not at all
         content = _cap_result(result.content, deps.limits.max_tool_result_bytes)
         note = approvals.edited_note(call)
         if note is not None:  # the model learns its arguments were changed
@@ -151,7 +157,7 @@ def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
         done = started.model_copy(
             update={"phase": "done", "content": content, "is_error": result.is_error}
         )
-        if _claim(storage, state.op_id, done, started_seq) is None:
+        if _claim(storage, state.op_id, done, started_seq, state_writes(ctx.state)) is None:
             return _tool_output(inp, "skipped")  # the turn ended meanwhile
         return _tool_output(inp, "done", done)
 
@@ -164,14 +170,19 @@ def _load_call(storage: Storage, op_id: str, call_id: str) -> tuple[CallState, i
     return CallState.model_validate(stored.value), stored.seq
 
 
-def _claim(storage: Storage, op_id: str, after: CallState, seq: int) -> int | None:
-    """Write `after` only while the call state is still the version at `seq` (which also
-    means the operation runs: its terminal commit deletes every call state). Returns the new
-    version's sequence, None when another writer got there first."""
+def _claim(
+    storage: Storage, op_id: str, after: CallState, seq: int, also: Sequence[Write] = ()
+) -> int | None:
+    """Write `after` (and `also`: the call's tool-state writes) only while the call state is
+    still the version at `seq` (which also means the operation runs: its terminal commit
+    deletes every call state). Returns the new version's sequence, None when another writer
+    got there first."""
     address = call_address(op_id, after.call_id)
     try:
         result = storage.commit(
-            [set_value(address, after.model_dump(mode="json"))], guard=address, guard_seq=seq
+            [set_value(address, after.model_dump(mode="json")), *also],
+            guard=address,
+            guard_seq=seq,
         )
     except GuardFailedError:
         return None
