@@ -68,6 +68,8 @@ def whoami(ctx: ToolContext) -> dict[str, object]:
         "turn_id": ctx.turn_id,
         "call_id": ctx.call_id,
         "shop": deps["shop"],
+        "deps_pid": deps["pid"],
+        "pid": os.getpid(),
         "factory_calls_here": len(FACTORY_CALLS),
     }
 

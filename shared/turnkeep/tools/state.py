@@ -115,9 +115,10 @@ class ToolState:
         """Set `key` to the JSON value `item`; ToolStateError over a cap or for a non-JSON one."""
         _check_key(key)
         encoded = _encode(key, item)
-        if _size(key, encoded) > MAX_VALUE_BYTES:
+        size = len(encoded.encode("utf-8"))
+        if size > MAX_VALUE_BYTES:
             raise ToolStateError(
-                f"state.set({key!r}): the value is {_size(key, encoded)} bytes as JSON, over "
+                f"state.set({key!r}): the value is {size} bytes as JSON, over "
                 f"the limit of {MAX_VALUE_BYTES} bytes per value"
             )
         with self._lock:
