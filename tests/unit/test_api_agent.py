@@ -78,6 +78,7 @@ def test_get_agent_describes_the_demo_agent_in_the_consoles_shape(api: ApiHarnes
         "clock_now": "builtin",
         "calculator": "builtin",
         "echo": "builtin",
+        "read_tool_result": "builtin",
     }
     calculator = next(t for t in body["tools"] if t["name"] == "calculator")
     assert list(calculator) == [

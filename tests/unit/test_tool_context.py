@@ -53,7 +53,7 @@ def test_sync_and_async_tools_share_the_calls_state() -> None:
 
 
 def test_the_context_carries_the_ids_and_the_agents_deps() -> None:
-    ctx = _ctx(deps={"shop": "kiosk"})
+    ctx = _ctx(deps={"shop": "kiosk", "pid": 1})
     result = ToolRegistry([pantry.whoami]).run_call("whoami", "{}", ctx)
 
     seen = json.loads(result.content)

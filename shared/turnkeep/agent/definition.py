@@ -16,7 +16,7 @@ from turnkeep.agent.function_tool import ToolDefinitionError, function_tool, val
 from turnkeep.notes.tools import WORKING_NOTES_TOOL_NAMES
 from turnkeep.providers.settings import ModelSettings
 from turnkeep.system_prompt import DEFAULT_SYSTEM_PROMPT
-from turnkeep.tools.base import Tool
+from turnkeep.tools.base import READ_TOOL_RESULT, Tool
 from turnkeep.tools.sources import ToolSource
 
 DEFAULT_TURN_SETTINGS: tuple[str, ...] = ("max_tokens", "temperature", "top_p", "stop")
@@ -131,6 +131,11 @@ class Agent:
                 raise AgentDefinitionError(
                     f"agent {name!r}: tool name {t.name!r} is a working-notes tool's (always "
                     f"offered: {', '.join(sorted(WORKING_NOTES_TOOL_NAMES))}); rename it"
+                )
+            if t.name == READ_TOOL_RESULT:
+                raise AgentDefinitionError(
+                    f"agent {name!r}: tool name {t.name!r} is the always-on tool that reads "
+                    "long tool results; rename it"
                 )
             if t.name in seen:
                 raise AgentDefinitionError(f"agent {name!r}: tool name {t.name!r} is used twice")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, Literal, TypeVar
+from typing import Final, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -13,7 +13,10 @@ from turnkeep.tools.context import ToolContext
 
 A = TypeVar("A", bound=BaseModel)
 
-__all__ = ["Tool", "ToolContext", "ToolResult"]
+__all__ = ["READ_TOOL_RESULT", "Tool", "ToolContext", "ToolResult"]
+
+READ_TOOL_RESULT: Final = "read_tool_result"
+"""The always-on tool that pages through a long tool result (turnkeep.harness.tool_results)."""
 
 
 @dataclass(frozen=True, slots=True)

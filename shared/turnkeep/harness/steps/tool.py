@@ -29,10 +29,16 @@ from turnkeep.harness.steps.common import (
     open_session,
     settle_envelope,
 )
+from turnkeep.harness.tool_results import (
+    MIN_PREVIEW_CHARS,
+    preview_chars,
+    size_result,
+    turn_window,
+)
 from turnkeep.harness.transcript import message_from_json
 from turnkeep.providers.base import ToolResultPart
 from turnkeep.storage import GuardFailedError, Storage, Write, set_value
-from turnkeep.tools.base import ToolContext
+from turnkeep.tools.base import READ_TOOL_RESULT, ToolContext
 from turnkeep.tools.state import ToolState, state_writes
 from turnkeep.tools.state import load_state as load_tool_state
 
@@ -150,7 +156,7 @@ def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
         arguments = approvals.effective_arguments(call)
         result = registry.run_call(call.name, arguments, ctx, deps.tool_runner)
         ctx.state.seal()  # its writes commit with the result below, or not at all
-        content = _cap_result(result.content, deps.limits.max_tool_result_bytes)
+        content = _sized(deps, storage, state, call, result.content)
         note = approvals.edited_note(call)
         if note is not None:  # the model learns its arguments were changed
             content = f"{note}\n{content}"
@@ -302,12 +308,21 @@ def _settled_tool_output(inp: ToolStepInput, data: Any) -> ToolStepOutput:
     )
 
 
-def _cap_result(content: str, max_bytes: int) -> str:
-    raw = content.encode("utf-8")
-    if len(raw) <= max_bytes:
-        return content
-    kept = raw[: max_bytes - 64].decode("utf-8", errors="ignore")
-    return f"{kept}\n[tool result cut: {len(raw)} bytes, the limit is {max_bytes}]"
+def _sized(
+    deps: HarnessDeps, storage: Storage, state: OperationState, call: CallState, content: str
+) -> str:
+    """What the model sees of a result: whole, or a preview of the whole result, which is
+    stored first (a page of `read_tool_result` is never stored again)."""
+    if len(content) <= MIN_PREVIEW_CHARS or call.name == READ_TOOL_RESULT:
+        return content  # fits any preview: no window to resolve
+    window = turn_window(deps, state.model)
+    preview = preview_chars(window, deps.limits.tool_result_share)
+    sized = size_result(content, call.call_id, preview, deps.limits.max_tool_result_bytes)
+    if sized.writes:
+        # Its own commit (a result's chunks may be many): chunks left by a call whose result
+        # then does not commit are overwritten by its re-run and deleted with the session.
+        storage.commit(sized.writes)
+    return sized.content
 
 
 def _fenced_session_commit(
