@@ -74,9 +74,21 @@ def whoami(ctx: ToolContext) -> dict[str, object]:
     }
 
 
+@tool
+def dump_pantry(kb: int) -> str:
+    """Everything in the pantry, as a long listing of about `kb` KB."""
+    lines, size, n = [], 0, 0
+    while size < kb * 1000:
+        line = f"shelf {n:05}: rice, oats, tea, beans"
+        lines.append(line)
+        size += len(line) + 1
+        n += 1
+    return "\n".join(lines)
+
+
 agent = Agent(
     name="pantry",
     instructions="You keep the pantry.",
-    tools=[put_away, check_stock, use_up, hoard, whoami],
+    tools=[put_away, check_stock, use_up, hoard, whoami, dump_pantry],
     deps=pantry_deps,
 )

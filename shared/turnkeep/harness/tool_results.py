@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from turnkeep.providers.base import ModelProvider
 from turnkeep.providers.context import ContextWindow
 from turnkeep.storage import Storage, Value, Write, set_value, value
 from turnkeep.tools.base import READ_TOOL_RESULT, Tool, ToolContext, ToolResult
@@ -30,7 +31,7 @@ CHUNK_CHARS: Final = 49_152
 """Characters per stored chunk: at worst 6 bytes a character as JSON, under every backend's
 per-value limit (DynamoDB's 350,000 bytes inline)."""
 
-_WINDOWS: dict[tuple[int, str | None], ContextWindow] = {}
+_WINDOWS: dict[tuple[object, str | None], ContextWindow] = {}
 
 
 def preview_chars(window: ContextWindow, share: float) -> int:
@@ -39,8 +40,11 @@ def preview_chars(window: ContextWindow, share: float) -> int:
 
 
 def turn_window(deps: HarnessDeps, model: str | None) -> ContextWindow:
-    """The context window of the turn's model (resolved once per process and model spec)."""
-    key = (id(deps.provider), model)
+    """The context window of the turn's model; a resolver's provider is built once per
+    process and model spec (building one may cost a client or a secret read)."""
+    if isinstance(deps.provider, ModelProvider):
+        return deps.provider.context
+    key = (deps.provider, model)  # the resolver itself: held, so its identity is never reused
     found = _WINDOWS.get(key)
     if found is None:
         found = _WINDOWS[key] = deps.provider_for(model).context
