@@ -123,6 +123,31 @@ def test_put_meta_with_a_bad_value_is_422_naming_the_key(api: ApiHarness) -> Non
     assert api.snapshot(sid) == before
 
 
+def test_put_meta_with_a_selected_model_the_server_does_not_offer_is_422_and_keeps_turns_working(
+    api: ApiHarness,
+) -> None:
+    sid = api.session()
+    before = api.snapshot(sid)
+
+    refused = api.client.put(
+        f"/sessions/{sid}/meta", json={"selectedModel": "openai:gpt-x"}, headers=auth()
+    )
+
+    assert refused.status_code == 422
+    error = refused.json()["error"]
+    assert (error["code"], error["field"]) == ("model_not_allowed", "selectedModel")
+    assert error["message"].startswith(
+        "selectedModel: 'openai:gpt-x' is not offered by this server; allowed: scripted"
+    )
+    assert api.snapshot(sid) == before
+    started = api.client.post(f"/sessions/{sid}/turns", json={"text": "hi"}, headers=auth())
+    assert started.status_code == 202, started.text
+    accepted = api.client.put(
+        f"/sessions/{sid}/meta", json={"selectedModel": "scripted"}, headers=auth()
+    )
+    assert accepted.status_code == 200, accepted.text
+
+
 def test_notes_endpoint_shows_what_the_notes_tools_wrote(api: ApiHarness) -> None:
     sid = api.session()
     empty = api.client.get(f"/sessions/{sid}/notes", headers=auth()).json()
