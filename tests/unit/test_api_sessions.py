@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +16,8 @@ from turnkeep.storage import (
     open_storage,
     value_list,
 )
+
+API_DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 
 
 @pytest.fixture
@@ -253,3 +257,20 @@ def test_openapi_schema_is_served_and_lists_every_route(api: ApiHarness) -> None
         "/sessions/{session_id}/turns/{turn_id}/events",
     }
     assert "delete" in paths["/sessions/{session_id}"]
+
+
+def test_the_session_views_turn_has_the_fields_docs_api_md_names(api: ApiHarness) -> None:
+    row = next(
+        line
+        for line in API_DOC.read_text().splitlines()
+        if line.startswith("| `GET /sessions/{id}` |")
+    )
+    documented = re.search(r"`turn` summary `\{([^}]*)\}`", row)
+    assert documented is not None, row
+    sid = api.session()
+    api.start(sid, "hello")
+
+    turn = api.client.get(f"/sessions/{sid}", headers=auth()).json()["turn"]
+
+    assert list(turn) == [name.strip() for name in documented.group(1).split(",")]
+    assert turn["turn_id"]
