@@ -3,29 +3,22 @@
 
 from __future__ import annotations
 
-import io
-import os
 from pathlib import Path
 
 import pytest
 
-from turnkeep import cli
+from tests.e2e.test_cli_demo import _chat
 
 
 def test_the_in_process_chat_folds_a_long_result_and_show_prints_it_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for key in [k for k in os.environ if k.startswith("TURNKEEP_")]:
-        monkeypatch.delenv(key)
-    monkeypatch.chdir(tmp_path)
-    args = cli.build_parser().parse_args(
-        ["chat", "--session", "fold-1", "--agent", "tests.support.pantry_tools:agent"]
+    script = 'call dump_pantry {"kb": 200}\n/show 1\n/show 9\n'
+
+    code, text = _chat(
+        script, "fold-1", monkeypatch, tmp_path, "--agent", "tests.support.pantry_tools:agent"
     )
-    out = io.StringIO()
 
-    code = cli.run_chat(args, io.StringIO('call dump_pantry {"kb": 200}\n/show 1\n/show 9\n'), out)
-
-    text = out.getvalue()
     assert code == 0
     folded = next(line for line in text.splitlines() if "<- dump_pantry [ok]" in line)
     assert folded.startswith("  <- dump_pantry [ok] shelf 00000: rice, oats, tea, beans [folded: ")
