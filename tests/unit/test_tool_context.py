@@ -6,15 +6,17 @@ the call."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
+from collections.abc import Iterator
 
 import pytest
 
 from tests.support import pantry_tools as pantry
 from turnkeep import Agent, ToolContext, tool
 from turnkeep.tools.context import resolve_deps
-from turnkeep.tools.isolation import InProcessRunner
+from turnkeep.tools.isolation import InProcessRunner, ProcessPoolRunner
 from turnkeep.tools.registry import ToolRegistry
 from turnkeep.tools.state import (
     MAX_SESSION_BYTES,
@@ -177,3 +179,40 @@ def test_a_call_stopped_at_its_limit_keeps_no_state_writes() -> None:
         threading.Event().wait(0.02)
     assert late
     assert "its state writes are no longer kept" in late[0]
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[ProcessPoolRunner]:
+    runner = ProcessPoolRunner(workers=1, timeout_seconds=30)
+    yield runner
+    runner.close()
+
+
+def test_a_worker_process_gets_the_state_back_to_the_parent_and_builds_its_own_deps(
+    pool: ProcessPoolRunner,
+) -> None:
+    ctx = _ctx(ToolState({"stock": {"rice": 1}}), deps=pantry.pantry_deps)
+    registry = ToolRegistry([pantry.put_away, pantry.whoami])
+
+    put = registry.run_call("put_away", '{"item": "rice", "qty": 2}', ctx, pool)
+    who = json.loads(registry.run_call("whoami", "{}", ctx, pool).content)
+
+    assert put.content == "put away 2 rice"
+    assert ctx.state.changes() == ({"stock": {"rice": 3}}, frozenset())  # absorbed here
+    assert who["pid"] != os.getpid()
+    assert who["deps_pid"] == who["pid"]  # the worker called the factory itself
+
+
+def test_deps_that_cannot_be_pickled_fail_only_the_tool_that_reads_them(
+    pool: ProcessPoolRunner,
+) -> None:
+    ctx = _ctx(deps={"lock": threading.Lock()})
+    registry = ToolRegistry([pantry.put_away, pantry.whoami])
+
+    put = registry.run_call("put_away", '{"item": "oats", "qty": 1}', ctx, pool)
+    who = registry.run_call("whoami", "{}", ctx, pool)
+
+    assert (put.content, put.is_error) == ("put away 1 oats", False)
+    assert who.is_error
+    assert who.content.startswith("Error: tool whoami failed: DepsUnavailableError: the agent's")
+    assert "give Agent(deps=...) a module-level factory function instead" in who.content

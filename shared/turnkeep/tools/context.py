@@ -26,9 +26,23 @@ def is_deps_factory(source: object) -> bool:
     )
 
 
+class DepsUnavailableError(RuntimeError):
+    """`ToolContext.deps` read where the agent's deps could not be sent (one line why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class UnsentDeps:
+    """Stands for deps that could not reach this process (not picklable); reading
+    `ToolContext.deps` raises `DepsUnavailableError` with `reason`, other tools are unaffected."""
+
+    reason: str
+
+
 def resolve_deps(source: object) -> Any:
     """The dependencies of `source`: the object itself, or its factory's value, called once
     per process (a worker process calls it again, once)."""
+    if isinstance(source, UnsentDeps):
+        raise DepsUnavailableError(source.reason)
     if not is_deps_factory(source):
         return source
     try:

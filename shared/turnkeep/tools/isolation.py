@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel
 
 from turnkeep.tools.base import Tool, ToolContext, ToolResult
+from turnkeep.tools.context import UnsentDeps
 from turnkeep.tools.state import ToolState
 
 if TYPE_CHECKING:
@@ -107,6 +108,15 @@ def _portable(tool: Tool[Any], ctx: ToolContext) -> ToolContext:
     extras = {k: v for k, v in ctx.extras.items() if isinstance(v, _PORTABLE)}
     if not tool.uses_context:
         return ToolContext(ctx.session_id, ctx.user_id, ctx.operation_id, ctx.call_id, extras)
+    deps: Any = ctx.deps_source
+    try:
+        pickle.dumps(deps)
+    except Exception as exc:
+        deps = UnsentDeps(
+            f"the agent's deps ({type(deps).__name__}) cannot be pickled to reach the worker "
+            f"process running tool {tool.name} ({type(exc).__name__}); give Agent(deps=...) "
+            "a module-level factory function instead (each process calls it once)"
+        )
     return ToolContext(
         ctx.session_id,
         ctx.user_id,
@@ -114,7 +124,7 @@ def _portable(tool: Tool[Any], ctx: ToolContext) -> ToolContext:
         ctx.call_id,
         extras,
         state=ToolState(ctx.state.snapshot()),
-        deps_source=ctx.deps_source,
+        deps_source=deps,
     )
 
 
@@ -157,22 +167,13 @@ class ProcessPoolRunner:
         timeout = tool.timeout_seconds or self.timeout_seconds
         payload = (tool, args, _portable(tool, ctx))
         try:
-            pickle.dumps(payload[:2])  # fail here, with a clear message, not in the feeder
+            pickle.dumps(payload)  # fail here, with a clear message, not in the pool's feeder
         except Exception as exc:
             return ToolResult(
                 f"Error: tool {tool.name} cannot run in a worker process: its handler or "
                 f"arguments cannot be pickled ({type(exc).__name__}). Define the handler at "
                 "module level, or declare the tool isolation='in_process' if it is bounded "
                 "by design.",
-                True,
-            )
-        try:
-            pickle.dumps(payload[2])
-        except Exception as exc:
-            return ToolResult(
-                f"Error: tool {tool.name} cannot run in a worker process: the agent's deps "
-                f"cannot be pickled ({type(exc).__name__}: {exc}). Give Agent(deps=...) a "
-                "module-level factory function instead (each process calls it once).",
                 True,
             )
         with self._lock:
