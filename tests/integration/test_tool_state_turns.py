@@ -10,14 +10,28 @@ import sys
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
-from tests.integration.turns_support import USER, make_harness
+from tests.integration.turns_support import USER, SimulatedCrash, make_harness
 from tests.support import pantry_tools as pantry
 from tests.support.real_server import ROOT, repo_pythonpath
-from turnkeep.harness import run_turn
+from turnkeep import Tool, ToolContext, ToolResult
+from turnkeep.harness import (
+    ModelStepInput,
+    StartTurnInput,
+    ToolStepInput,
+    model_step,
+    run_turn,
+    start_turn,
+    tool_step,
+)
 from turnkeep.providers.base import ToolResultPart
 from turnkeep.storage import open_repository, open_storage
 from turnkeep.tools.state import load_state
+
+
+class NoArgs(BaseModel):
+    pass
 
 
 def _last_result(h: object) -> ToolResultPart:
@@ -141,3 +155,46 @@ def test_a_deleted_key_and_a_rewritten_value_are_what_the_next_turn_reads(tmp_pa
 
     with h.storage() as storage:
         assert load_state(storage) == {"stock": {}}
+
+
+def _visiting_tool(*, replay_safe: bool) -> tuple[Tool[NoArgs], list[int]]:
+    """Counts visits in the state; its first run dies after the write (a crash mid-call)."""
+    runs: list[int] = []
+
+    def handler(_args: NoArgs, ctx: ToolContext) -> ToolResult:
+        runs.append(1)
+        visits = ctx.state.get("visits", 0)
+        assert isinstance(visits, int)
+        ctx.state.set("visits", visits + 1)
+        if len(runs) == 1:
+            raise SimulatedCrash
+        return ToolResult(f"visits: {visits + 1}")
+
+    return Tool("visit", "count a visit", NoArgs, handler, replay_safe=replay_safe), runs
+
+
+@pytest.mark.parametrize("replay_safe", [True, False], ids=["replay-safe", "not-replay-safe"])
+def test_a_call_interrupted_mid_run_commits_none_of_its_state_writes(
+    tmp_path: Path, replay_safe: bool
+) -> None:
+    tool, runs = _visiting_tool(replay_safe=replay_safe)
+    h = make_harness(tmp_path, "sqlite", tools=[tool])
+    start_turn(
+        h.deps,
+        StartTurnInput(session_id=h.session_id, op_id="op-v", user_id=USER, text="call visit {}"),
+    )
+    call_id = model_step(
+        h.deps, ModelStepInput(session_id=h.session_id, op_id="op-v", round=0)
+    ).call_ids[0]
+    step = ToolStepInput(session_id=h.session_id, op_id="op-v", call_id=call_id)
+
+    with pytest.raises(SimulatedCrash):
+        tool_step(h.deps, step)
+    again = tool_step(h.deps, step)  # the step retried, as after a crash
+
+    with h.storage() as storage:
+        state = load_state(storage)
+    if replay_safe:  # run again from the state before the first attempt: one visit, not two
+        assert (len(runs), again.replayed, state) == (2, True, {"visits": 1})
+    else:  # recorded as interrupted, not run again: the first attempt's write never happened
+        assert (len(runs), again.interrupted, state) == (1, True, {})
