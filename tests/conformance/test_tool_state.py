@@ -26,6 +26,7 @@ def test_tool_state_written_with_a_result_is_read_back_by_a_new_handle(
 ) -> None:
     _commit_state(backend, "pantry", {"stock": {"rice": 2}, "note": "dry", "empty": []})
     _commit_state(backend, "pantry", {"note": None, "stock": {"rice": 3, "oats": 1}})
+    _commit_state(backend, "pantry", {"never-set": None})  # deleting an absent key is fine
 
     reopened = backend.open("pantry")
     assert load_state(reopened) == {"stock": {"rice": 3, "oats": 1}, "empty": []}
