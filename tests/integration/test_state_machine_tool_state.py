@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - the `deployed` fixture is imported from test_state_machine and requested
 """The pantry scenario through the state machine under moto: the tool step (the real handler,
 TURNKEEP_AGENT as the template's AgentRef sets it) commits a call's state writes with its
 result in DynamoDB, so a later turn's tool step — another invocation — reads them."""
@@ -9,11 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.test_state_machine import (  # noqa: F401 - `deployed` is a fixture
-    Deployed,
-    _run,
-    deployed,
-)
+from tests.support.state_machine import Deployed, run_turn
 from turnkeep.aws_lambda import container
 from turnkeep.harness.state import load_head
 from turnkeep.harness.transcript import branch_messages
@@ -35,9 +30,9 @@ def pantry_agent(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_put_away_then_check_stock_gives_the_same_quantity_through_the_state_machine(
     deployed: Deployed, pantry_agent: None
 ) -> None:
-    _run(deployed, SESSION, 'call put_away {"item": "rice", "qty": 2}')
+    run_turn(deployed, SESSION, 'call put_away {"item": "rice", "qty": 2}')
     container.reset_runtime()  # a new container: nothing of the first turn's process is kept
-    _run(deployed, SESSION, 'call check_stock {"item": "rice"}')
+    run_turn(deployed, SESSION, 'call check_stock {"item": "rice"}')
 
     storage = container.runtime().deps.open_storage(SESSION)
     try:
