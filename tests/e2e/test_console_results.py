@@ -17,6 +17,7 @@ from tests.e2e.test_console_browser import (
     new_session,
     send,
     serving,
+    set_tool_approval,
     wait_status,
 )
 from tests.support import pantry_tools as pantry
@@ -75,9 +76,7 @@ def test_a_turn_waiting_for_an_approval_says_so_with_the_apis_rounds_and_tokens(
         page = browser.new_page()
         connect(page, server, "gail")
         new_session(page, "gated")
-        page.fill("#meta-tool-approval", "put_away")
-        page.click("#meta-form button[type=submit]")
-        page.wait_for_selector("#meta-status:has-text('Saved.')")
+        set_tool_approval(page, "put_away")
         turn = send(page, 'call put_away {"item": "rice", "qty": 2}')
         page.locator("#transcript .approval.pending").wait_for(timeout=TURN_MS)
         waiting = f"#transcript .turn:nth-child({turn})[data-status=awaiting_approval]"
