@@ -82,8 +82,8 @@ def test_a_turn_waiting_for_an_approval_says_so_with_the_apis_rounds_and_tokens(
         waiting = f"#transcript .turn:nth-child({turn})[data-status=awaiting_approval]"
         page.wait_for_selector(waiting, timeout=TURN_MS)
         page.wait_for_function(
-            "() => !/ 0 rounds/.test(document.querySelector('#transcript .turn:last-child"
-            " .turn-status').textContent)",
+            "() => /^awaiting_approval · 1 round · [1-9]/.test(document.querySelector("
+            "'#transcript .turn:last-child .turn-status').textContent)",
             timeout=TURN_MS,
         )
 

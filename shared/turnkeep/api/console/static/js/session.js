@@ -166,13 +166,16 @@ export class SessionPanel {
     const turnPath = path("sessions", this.sessionId, "turns", turnId);
     // A status change shows at once; the turn's figures (rounds, tokens) are read after it, so
     // a turn waiting for an approval shows what it has used, not the zeros it started with.
+    let asked = 0;
     const showStatus = (status) => {
+      const ask = ++asked; // only the latest read counts: an older answer may arrive last
       view.setStatus({ ...view.lastStatus, status });
       if (this.running === turnId) this.setRunning(turnId, status);
       this.ctx.api
         .get(turnPath, undefined, { signal: controller.signal })
         .then((current) => {
-          if (controller.signal.aborted || !LIVE.has(view.lastStatus.status)) return;
+          if (ask !== asked || controller.signal.aborted) return;
+          if (!LIVE.has(view.lastStatus.status)) return; // the end came first: it is final
           view.setStatus(current);
           if (this.running === turnId && LIVE.has(current.status)) {
             this.setRunning(turnId, current.status);
