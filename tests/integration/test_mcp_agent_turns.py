@@ -61,6 +61,7 @@ def test_an_agents_turn_calls_a_function_tool_and_an_mcp_tool(
         "working_notes_get",
         "working_notes_update",
         "working_notes_clear",
+        "read_tool_result",
     }
 
 

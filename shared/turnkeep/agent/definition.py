@@ -16,7 +16,7 @@ from turnkeep.agent.function_tool import ToolDefinitionError, function_tool
 from turnkeep.notes.tools import WORKING_NOTES_TOOL_NAMES
 from turnkeep.providers.settings import ModelSettings
 from turnkeep.system_prompt import DEFAULT_SYSTEM_PROMPT
-from turnkeep.tools.base import Tool
+from turnkeep.tools.base import READ_TOOL_RESULT, Tool
 from turnkeep.tools.names import source_name_problem, source_tool_name, tool_name_problem
 from turnkeep.tools.sources import ToolSource, declared_tools
 
@@ -90,12 +90,14 @@ class Agent:
     tools are built. `model` is the default model spec when `TURNKEEP_MODEL` is unset;
     `allowed_models` are the specs a turn may pick besides the default (joined with
     `TURNKEEP_ALLOWED_MODELS`). `model_settings` apply to every round; `turn_settings` names the
-    settings a turn may override (docs/agent.md).
+    settings a turn may override. `deps` is what tools get as `ToolContext.deps`: an object, or
+    a zero-argument factory (function, class, partial) each process calls once (docs/agent.md).
     """
 
     __slots__ = (
         "allowed_models",
         "builtin_names",
+        "deps",
         "description",
         "instructions",
         "mcp_servers",
@@ -118,6 +120,7 @@ class Agent:
         allowed_models: Sequence[str] = (),
         model_settings: ModelSettings | Mapping[str, Any] | None = None,
         turn_settings: Collection[str] = DEFAULT_TURN_SETTINGS,
+        deps: object = None,
         _builtin: Collection[str] = (),  # the demo agent's: labelled `builtin` on GET /agent
     ) -> None:
         problem = tool_name_problem(name, "agent name")
@@ -144,6 +147,11 @@ class Agent:
                 raise AgentDefinitionError(
                     f"agent {name!r}: tool name {t.name!r} is a working-notes tool's (always "
                     f"offered: {', '.join(sorted(WORKING_NOTES_TOOL_NAMES))}); rename it"
+                )
+            if t.name == READ_TOOL_RESULT:
+                raise AgentDefinitionError(
+                    f"agent {name!r}: tool name {t.name!r} is the always-on tool that reads "
+                    "long tool results; rename it"
                 )
             if t.name in seen:
                 raise AgentDefinitionError(f"agent {name!r}: tool name {t.name!r} is used twice")
@@ -184,6 +192,7 @@ class Agent:
         self.model_settings = _settings(name, model_settings)
         self.turn_settings: frozenset[str] = frozenset(turn_settings)
         self.builtin_names: frozenset[str] = frozenset(_builtin)
+        self.deps = deps
 
     def __repr__(self) -> str:
         return (

@@ -237,6 +237,12 @@ class FunctionTool(Tool[BaseModel]):
         return self.function(*args, **kwargs)
 
     @property
+    def uses_context(self) -> bool:
+        """Only a function with a `ToolContext` parameter sees the context."""
+        handler = self.handler
+        return isinstance(handler, _Handler) and handler.context_param is not None
+
+    @property
     def bounds_itself(self) -> bool:
         """An `async def` tool cancels itself at its timeout (no thread is left running)."""
         return inspect.iscoroutinefunction(self.function)

@@ -13,8 +13,8 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from turnkeep.api.context import Ctx, User
+from turnkeep.api.model_choice import allowed_models
 from turnkeep.api.models import error_responses
-from turnkeep.api.turns import allowed_models
 
 router = APIRouter(tags=["agent"], responses=error_responses(400, 401, 405, 503))
 

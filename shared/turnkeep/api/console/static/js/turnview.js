@@ -6,6 +6,31 @@ import { h, replaceChildren } from "./dom.js";
 import { approvalCard, markDecided } from "./approvals.js";
 
 const CONTEXT_ROLES = new Set(["compaction", "context_window"]);
+// A tool result longer than this shows its first PREVIEW_CHARS and a button for the rest.
+export const FOLD_CHARS = 600;
+const PREVIEW_CHARS = 300;
+
+/** A tool result's text: whole when short, else folded with a toggle (expand on demand). */
+function resultBody(content) {
+  const text = String(content ?? "");
+  if (text.length <= FOLD_CHARS) return [h("pre", {}, text)];
+  const folded = `${text.slice(0, PREVIEW_CHARS)}…`;
+  const pre = h("pre", { class: "folded" }, folded);
+  const size = `${text.length.toLocaleString("en")} characters`;
+  const toggle = h(
+    "button",
+    { type: "button", class: "fold-toggle", "aria-expanded": "false" },
+    `Show all (${size})`,
+  );
+  toggle.addEventListener("click", () => {
+    const open = toggle.getAttribute("aria-expanded") !== "true";
+    pre.textContent = open ? text : folded;
+    pre.classList.toggle("folded", !open);
+    toggle.setAttribute("aria-expanded", String(open));
+    toggle.textContent = open ? `Fold (${size})` : `Show all (${size})`;
+  });
+  return [pre, toggle];
+}
 
 function textOf(parts) {
   return (parts || [])
@@ -169,7 +194,7 @@ export class TurnView {
             "div",
             { class: `tool-result${error ? " is-error" : ""}`, role: error ? "alert" : null },
             h("span", { class: "who" }, `${error ? "tool error" : "tool result"} · ${part.name}`),
-            h("pre", {}, String(part.content ?? "")),
+            resultBody(part.content),
           ),
         );
       }
