@@ -6,6 +6,10 @@ management API (`POST /live/@connections/{id}`, what boto3's `apigatewaymanageme
 of the steps and of `subscribe` sends, written onto that socket). The issuer's JWKS is served
 here too, so tokens are verified for real.
 
+`$connect` follows API Gateway's rule for a REQUEST authorizer: its identity sources, read from
+template.yaml's `WebSocketAuthorizer`, must all be present, or the handshake is refused 401
+without the authorizer being called (`identity_sources`, `missing_identity`).
+
 Handlers run one at a time through the `LambdaHost` (as the steps do under moto)."""
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.sync.server import Server, ServerConnection, serve
 
+from tests.support.aws_template import load_template
 from tests.support.lambda_host import ROOT, FakeContext, LambdaHost
 from turnkeep.live.authorizer import JwksCache, JwtVerifier, Unauthorized
 
@@ -58,6 +63,9 @@ class Gateway:
     paths: list[str] = field(default_factory=list)
     """The path of every HTTP API request."""
     refused: int = 0
+    """Handshakes the authorizer refused."""
+    unidentified: int = 0
+    """Handshakes refused before the authorizer ran (an identity source missing)."""
     close_after: int | None = None
     """Close each socket (1011) after this many posted messages (a connection that breaks)."""
 
@@ -130,10 +138,14 @@ class Gateway:
         if parts.path != f"/{STAGE}":
             return connection.respond(403, "Forbidden\n")
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        headers = dict(request.headers.raw_items())
+        if missing_identity(identity_sources(), headers, query):
+            self.unidentified += 1
+            return connection.respond(401, "Unauthorized\n")
         event = {
             "type": "REQUEST",
             "methodArn": f"arn:aws:execute-api:us-east-1:123456789012:wsapi01/{STAGE}/$connect",
-            "headers": dict(request.headers.raw_items()),
+            "headers": headers,
             "queryStringParameters": query or None,
             "requestContext": {"routeKey": "$connect", "connectionId": _id(connection)},
         }
@@ -196,6 +208,32 @@ class Gateway:
     def messages(self) -> list[dict[str, Any]]:
         """Every message posted to any connection, in order of connection."""
         return [m for got in self.sent.values() for m in got]
+
+
+@functools.cache
+def identity_sources() -> tuple[str, ...]:
+    """The `IdentitySource` of template.yaml's WebSocket authorizer (none when left out)."""
+    authorizer = load_template()["Resources"]["WebSocketAuthorizer"]["Properties"]
+    return tuple(authorizer.get("IdentitySource") or ())
+
+
+def missing_identity(
+    sources: tuple[str, ...], headers: dict[str, str], query: dict[str, str]
+) -> list[str]:
+    """The identity sources a `$connect` request lacks: API Gateway answers 401 without calling
+    the authorizer when any is missing (header names case-insensitive, query names not)."""
+    lowered = {name.lower() for name in headers}
+    missing = []
+    for source in sources:
+        if source.startswith("route.request.header."):
+            present = source.removeprefix("route.request.header.").lower() in lowered
+        elif source.startswith("route.request.querystring."):
+            present = bool(query.get(source.removeprefix("route.request.querystring.")))
+        else:
+            raise AssertionError(f"identity source not modelled by the stand-in: {source}")
+        if not present:
+            missing.append(source)
+    return missing
 
 
 def _id(connection: ServerConnection) -> str:
