@@ -68,6 +68,8 @@ class Gateway:
     """Handshakes refused before the authorizer ran (an identity source missing)."""
     close_after: int | None = None
     """Close each socket (1011) after this many posted messages (a connection that breaks)."""
+    without_live_route: bool = False
+    """Answer `/live…` 404 as an API older than that route does (the Lambda is not called)."""
 
     @property
     def url(self) -> str:
@@ -113,6 +115,13 @@ class Gateway:
             return {"statusCode": 401, "headers": {}, "body": '{"message":"Unauthorized"}'}
         path, _, query = target.partition("?")
         self.paths.append(path)
+        if self.without_live_route and (path == "/live" or path.startswith("/live/")):
+            body = '{"error": {"code": "not_found", "message": "route not found"}}'
+            return {
+                "statusCode": 404,
+                "headers": {"content-type": "application/json"},
+                "body": body,
+            }
         event = copy.deepcopy(_sample())
         event["rawPath"] = event["requestContext"]["http"]["path"] = path
         event["rawQueryString"] = query
@@ -292,27 +301,27 @@ def _handler(gateway_ref: list[Gateway]) -> type[http.server.BaseHTTPRequestHand
 
 @contextmanager
 def running_gateway() -> Iterator[Gateway]:
-    """The HTTP side listening (its URL is needed for the environment before the functions are
-    loaded); call `start_websocket` once `api`/`live` are loaded."""
+    """Both APIs listening (their URLs are needed for the environment before the functions are
+    loaded: TURNKEEP_WS_ENDPOINT, TURNKEEP_LIVE_URL); call `start_websocket` once `api`/`live`
+    are loaded, before the first request."""
     ref: list[Gateway] = []
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(ref))
     server.daemon_threads = True
     gateway = Gateway(server)
     ref.append(gateway)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    gateway.ws = serve(
+        gateway.session, "127.0.0.1", 0, process_request=gateway.connect, compression=None
+    )
+    threading.Thread(target=gateway.ws.serve_forever, daemon=True).start()
     try:
         yield gateway
     finally:
-        if gateway.ws is not None:
-            gateway.ws.shutdown()
+        gateway.ws.shutdown()
         server.shutdown()
         server.server_close()
 
 
 def start_websocket(gateway: Gateway, api: ModuleType, live: ModuleType) -> None:
-    """Serve the WebSocket API with the loaded function modules."""
+    """Put the loaded function modules behind both APIs."""
     gateway.api, gateway.live = api, live
-    gateway.ws = serve(
-        gateway.session, "127.0.0.1", 0, process_request=gateway.connect, compression=None
-    )
-    threading.Thread(target=gateway.ws.serve_forever, daemon=True).start()
