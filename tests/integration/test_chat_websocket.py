@@ -15,16 +15,14 @@ import re
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
 import pytest
 from joserfc.jwk import RSAKey
 
-from tests.integration.test_state_machine import TABLE, deploy
-from tests.support.lambda_host import load_function_module
-from tests.support.ws_gateway import AUDIENCE, Gateway, running_gateway, start_websocket
+from tests.integration.test_state_machine import TABLE
+from tests.support.ws_gateway import Gateway
 from turnkeep.aws_lambda import container
 from turnkeep.cli import ws
 from turnkeep.harness import StartTurnInput, start_turn
@@ -32,24 +30,6 @@ from turnkeep.harness import StartTurnInput, start_turn
 USER = "user-ws"
 TURN = 'call echo {"text": "ping"}\n/quit\n'
 CHAT_TIMEOUT_S = 90
-
-
-@pytest.fixture
-def gateway(monkeypatch: pytest.MonkeyPatch) -> Iterator[Gateway]:
-    with running_gateway() as running:
-        env = {
-            "TURNKEEP_WS_ENDPOINT": running.endpoint,
-            "TURNKEEP_JWT_ISSUER": running.issuer,
-            "TURNKEEP_JWT_AUDIENCE": AUDIENCE,
-            "TURNKEEP_JWKS_URL": f"{running.url}/jwks",
-            "TURNKEEP_LIVE_URL": running.ws_url,
-        }
-        with deploy(monkeypatch, "STANDARD", **env) as deployed:
-            monkeypatch.setenv("TURNKEEP_STATE_MACHINE_ARN", deployed.state_machine_arn)
-            container.reset_runtime()
-            running.host = deployed.host
-            start_websocket(running, load_function_module("api"), load_function_module("live"))
-            yield running
 
 
 def _chat(gateway: Gateway, session: str, *extra: str, stdin: str = TURN) -> str:

@@ -79,7 +79,8 @@ _TRANSACT_ACTIONS = {
 }
 
 
-def _table_arn(name: str) -> str:
+def table_arn(name: str) -> str:
+    """The ARN of table `name` in the test account."""
     return f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{name}"
 
 
@@ -92,14 +93,14 @@ def required_permissions(call: AwsCall) -> list[Permission]:
             for item in p["TransactItems"]:
                 ((kind, body),) = item.items()
                 out.append(
-                    Permission(f"dynamodb:{_TRANSACT_ACTIONS[kind]}", _table_arn(body["TableName"]))
+                    Permission(f"dynamodb:{_TRANSACT_ACTIONS[kind]}", table_arn(body["TableName"]))
                 )
             return out
         if call.operation in {"BatchGetItem", "BatchWriteItem"}:
             return [
-                Permission(f"dynamodb:{call.operation}", _table_arn(t)) for t in p["RequestItems"]
+                Permission(f"dynamodb:{call.operation}", table_arn(t)) for t in p["RequestItems"]
             ]
-        arn = _table_arn(p["TableName"])
+        arn = table_arn(p["TableName"])
         if p.get("IndexName"):
             arn = f"{arn}/index/{p['IndexName']}"
         item = p.get("Key") or p.get("Item") or {}
