@@ -19,16 +19,19 @@ import copy
 import functools
 import http.server
 import json
+import mimetypes
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+import pytest
 from joserfc import jwt
 from joserfc.jwk import KeySet, RSAKey
 from websockets.exceptions import ConnectionClosed
@@ -37,6 +40,7 @@ from websockets.sync.server import Server, ServerConnection, serve
 
 from tests.support.aws_template import load_template
 from tests.support.lambda_host import ROOT, FakeContext, LambdaHost
+from turnkeep.api.console import PAGE_HEADERS, asset
 from turnkeep.live.authorizer import JwksCache, JwtVerifier, Unauthorized
 
 AUDIENCE = "turnkeep-app-client"
@@ -68,6 +72,9 @@ class Gateway:
     """Handshakes refused before the authorizer ran (an identity source missing)."""
     close_after: int | None = None
     """Close each socket (1011) after this many posted messages (a connection that breaks)."""
+    console: bool = False
+    """Serve the web console's files at `/` and `/console/…` beside the API, unauthenticated
+    (a static site on the API's origin: the page needs no CORS)."""
     without_live_route: bool = False
     """Answer `/live…` 404 as an API older than that route does (the Lambda is not called)."""
 
@@ -255,6 +262,14 @@ def _sample() -> dict[str, Any]:
     return event
 
 
+def _console_file(target: str) -> Path | None:
+    """The console file of `GET target` (`/` is the page), as a static site would serve it."""
+    path = target.partition("?")[0]
+    if path == "/":
+        return asset("index.html")
+    return asset(path.removeprefix("/console/")) if path.startswith("/console/") else None
+
+
 def _handler(gateway_ref: list[Gateway]) -> type[http.server.BaseHTTPRequestHandler]:
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -275,7 +290,11 @@ def _handler(gateway_ref: list[Gateway]) -> type[http.server.BaseHTTPRequestHand
         def _any(self) -> None:
             gateway = gateway_ref[0]
             body = self._body()
-            if self.path == "/jwks":
+            page = _console_file(self.path) if gateway.console and self.command == "GET" else None
+            if page is not None:
+                kind = mimetypes.guess_type(page.name)[0] or "application/octet-stream"
+                self._answer(200, page.read_bytes(), {**PAGE_HEADERS, "Content-Type": kind})
+            elif self.path == "/jwks":
                 keys = KeySet([gateway.key]).as_dict(private=False)
                 self._answer(200, json.dumps(keys).encode())
             elif self.path.startswith(CONNECTIONS) and self.command == "POST":
@@ -325,3 +344,34 @@ def running_gateway() -> Iterator[Gateway]:
 def start_websocket(gateway: Gateway, api: ModuleType, live: ModuleType) -> None:
     """Put the loaded function modules behind both APIs."""
     gateway.api, gateway.live = api, live
+
+
+@contextmanager
+def deployed_gateway(
+    monkeypatch: pytest.MonkeyPatch, *, containers: bool = False, **env: str
+) -> Iterator[Gateway]:
+    """The stack of template.yaml (STANDARD) under moto behind the stand-in, the functions'
+    environment as the template sets it (the API function told the WebSocket URL,
+    TURNKEEP_LIVE_URL), plus `env`. `containers`: each function runs beside the others, as
+    deployed (Powertools metrics off: see `LambdaHost.containers`)."""
+    if containers:
+        env = {**env, "POWERTOOLS_METRICS_DISABLED": "true"}
+    from tests.integration.test_state_machine import deploy
+    from tests.support.lambda_host import load_function_module
+    from turnkeep.aws_lambda import container
+
+    with running_gateway() as running:
+        wired = {
+            "TURNKEEP_WS_ENDPOINT": running.endpoint,
+            "TURNKEEP_JWT_ISSUER": running.issuer,
+            "TURNKEEP_JWT_AUDIENCE": AUDIENCE,
+            "TURNKEEP_JWKS_URL": f"{running.url}/jwks",
+            "TURNKEEP_LIVE_URL": running.ws_url,
+        }
+        with deploy(monkeypatch, "STANDARD", **wired, **env) as deployed:
+            monkeypatch.setenv("TURNKEEP_STATE_MACHINE_ARN", deployed.state_machine_arn)
+            container.reset_runtime()
+            running.host = deployed.host
+            running.host.containers = containers
+            start_websocket(running, load_function_module("api"), load_function_module("live"))
+            yield running
