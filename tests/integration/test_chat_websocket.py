@@ -21,7 +21,7 @@ import boto3
 import pytest
 from joserfc.jwk import RSAKey
 
-from tests.integration.test_state_machine import TABLE
+from tests.support.state_machine import TABLE
 from tests.support.ws_gateway import Gateway
 from turnkeep.aws_lambda import container
 from turnkeep.cli import ws

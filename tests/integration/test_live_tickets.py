@@ -13,7 +13,6 @@ import httpx
 import pytest
 
 from tests.integration.test_chat_websocket import USER
-from tests.integration.test_state_machine import BUCKET, TABLE
 from tests.support.aws_template import load_template
 from tests.support.iam_policy import (
     Permission,
@@ -24,6 +23,7 @@ from tests.support.iam_policy import (
     stack_refs,
     table_arn,
 )
+from tests.support.state_machine import BUCKET, TABLE
 from tests.support.ws_gateway import Gateway
 from tools.sam_local.template import render
 from turnkeep.aws_lambda import container

@@ -39,8 +39,10 @@ from websockets.http11 import Request, Response
 from websockets.sync.server import Server, ServerConnection, serve
 
 from tests.support.aws_template import load_template
-from tests.support.lambda_host import ROOT, FakeContext, LambdaHost
+from tests.support.lambda_host import ROOT, FakeContext, LambdaHost, load_function_module
+from tests.support.state_machine import deploy
 from turnkeep.api.console import PAGE_HEADERS, asset
+from turnkeep.aws_lambda import container
 from turnkeep.live.authorizer import JwksCache, JwtVerifier, Unauthorized
 
 AUDIENCE = "turnkeep-app-client"
@@ -356,10 +358,6 @@ def deployed_gateway(
     deployed (Powertools metrics off: see `LambdaHost.containers`)."""
     if containers:
         env = {**env, "POWERTOOLS_METRICS_DISABLED": "true"}
-    from tests.integration.test_state_machine import deploy
-    from tests.support.lambda_host import load_function_module
-    from turnkeep.aws_lambda import container
-
     with running_gateway() as running:
         wired = {
             "TURNKEEP_WS_ENDPOINT": running.endpoint,
