@@ -37,3 +37,13 @@ def test_the_openapi_schema_describes_both_live_routes() -> None:
         assert set(paths["/live"]) == {"get"}
         assert "201" in paths["/live/tickets"]["post"]["responses"]
         assert "404" in paths["/live/tickets"]["post"]["responses"]
+
+
+def test_a_websocket_url_on_a_server_without_the_aws_table_is_a_clear_503_not_a_500() -> None:
+    for api in make_harness(run_turns=False, settings=ApiSettings(live_url=WS_URL)):
+        answer = api.client.post("/live/tickets", headers=auth())
+
+        assert answer.status_code == 503
+        error = answer.json()["error"]
+        assert error["code"] == "live_unavailable"
+        assert "TURNKEEP_LIVE_URL needs TURNKEEP_ENVELOPE_URL" in error["message"]
