@@ -4,8 +4,13 @@ tests of the deployed shape, tests/integration/test_live_tickets.py)."""
 
 from __future__ import annotations
 
+import pytest
+from botocore.exceptions import ClientError
+
 from tests.support.api_client import auth, make_harness
+from turnkeep.api import live
 from turnkeep.api.settings import ApiSettings
+from turnkeep.live.tickets import TicketStore
 
 WS_URL = "wss://abc123.execute-api.us-east-1.amazonaws.com/live"
 
@@ -47,3 +52,22 @@ def test_a_websocket_url_on_a_server_without_the_aws_table_is_a_clear_503_not_a_
         error = answer.json()["error"]
         assert error["code"] == "live_unavailable"
         assert "TURNKEEP_LIVE_URL needs TURNKEEP_ENVELOPE_URL" in error["message"]
+
+
+def test_a_ticket_the_table_refuses_to_store_is_a_503_to_retry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Throttled:
+        """A DynamoDB client whose every write is throttled, as botocore raises it."""
+
+        def put_item(self, **_: object) -> None:
+            error = {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}
+            raise ClientError(error, "PutItem")  # type: ignore[arg-type]
+
+    monkeypatch.setattr(live, "_store", lambda ctx: TicketStore(Throttled(), "sessions"))
+    for api in make_harness(run_turns=False, settings=ApiSettings(live_url=WS_URL)):
+        answer = api.client.post("/live/tickets", headers=auth())
+
+        assert answer.status_code == 503
+        assert answer.json()["error"]["code"] == "unavailable"
+        assert "ThrottlingException" in answer.json()["error"]["message"]

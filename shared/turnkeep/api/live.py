@@ -62,7 +62,12 @@ def create_ticket(ctx: Ctx, user: User) -> LiveTicket:
             "this server has no WebSocket API: follow turns on GET .../stream or poll "
             "GET .../events (GET /live says which)",
         )
-    ticket = _store(ctx).issue(user)
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        ticket = _store(ctx).issue(user)
+    except (BotoCoreError, ClientError) as exc:  # throttled, unreachable: nothing was issued
+        raise ApiError(503, "unavailable", f"the ticket could not be stored: {exc}") from None
     return LiveTicket(
         ticket=ticket.value, expires_in=TICKET_TTL_S, websocket_url=ctx.settings.live_url
     )
