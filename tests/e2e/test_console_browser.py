@@ -469,6 +469,10 @@ STREAM_CONTRACT = """async (bodies) => {
   const { TurnView } = await import("/console/js/turnview.js");
   const urls = [], auth = [];
   const fetchImpl = async (url, init) => {
+    if (new URL(url).pathname === "/live") {  // as `turnkeep serve` answers: it streams
+      const live = JSON.stringify({ websocket_url: null, stream: true });
+      return new Response(live, { status: 200, headers: { "Content-Type": "application/json" } });
+    }
     urls.push(url);
     auth.push(init.headers.Authorization);
     const text = bodies.shift();

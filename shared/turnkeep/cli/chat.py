@@ -408,6 +408,7 @@ def run_remote_chat(args: argparse.Namespace, inp: TextIO, out: TextIO, err: Tex
                 session_id = chat.open_session(args.session)
                 if args.require_approval is not None:
                     chat.require_approval(args.require_approval)
+                ws_url = chat.discover_live()
             except remote.RemoteApiError as exc:
                 hint = remote.url_hint(client, exc)
                 err.write(f"turnkeep chat: the session could not be opened: {exc}\n")
