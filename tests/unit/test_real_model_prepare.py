@@ -12,7 +12,12 @@ from tools.real_model import prepare
 
 
 def _fill(root: Path, *, server: bool = True, model: bool = True) -> None:
-    for wanted, path in ((server, prepare.server_path(root)), (model, prepare.model_path(root))):
+    files = (
+        (server, prepare.server_path(root)),
+        (server, prepare.tool_template_path(root)),
+        (model, prepare.model_path(root)),
+    )
+    for wanted, path in files:
         if wanted:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(b"x")
