@@ -17,7 +17,7 @@ import pytest
 
 from tests.real_model.conftest import serve, spec_for
 from tests.real_model.proxy import Exchange, RecordingProxy
-from tests.real_model.turns import api, converse, follow, new_session, start
+from tests.real_model.turns import api, converse, follow, interrupted, new_session
 from tools.real_model.server import LlamaServer
 
 PROMPTS = (
@@ -110,22 +110,17 @@ def test_a_reply_cancelled_mid_stream_ends_aborted_and_the_next_turn_completes(
 ) -> None:
     with api(served) as client:
         session = new_session(client)
-        turn = start(
+        cancels: list[httpx.Response] = []
+        turn, rest = interrupted(
             client,
             session,
             "Write a long story about a dragon who learns to bake bread.",
-            model_settings={"max_tokens": 400},
+            lambda turn: cancels.append(client.post(f"/sessions/{session}/turns/{turn}/cancel")),
         )
-        with client.stream("GET", f"/sessions/{session}/turns/{turn}/stream") as stream:
-            lines = stream.iter_lines()
-            for line in lines:
-                if line.startswith("event: delta"):
-                    break
-            cancel = client.post(f"/sessions/{session}/turns/{turn}/cancel")
-            rest = list(lines)
         view = client.get(f"/sessions/{session}/turns/{turn}").json()
         after = converse(client, session, "Say hi in three words.")
 
+    [cancel] = cancels
     assert cancel.status_code == 202, cancel.text
     assert any(line.startswith("event: end") for line in rest)
     assert view["status"] == "aborted"

@@ -10,7 +10,7 @@ import pytest
 
 from tests.real_model.conftest import new_llama, serve, spec_for
 from tests.real_model.proxy import RecordingProxy
-from tests.real_model.turns import api, converse, new_session, start
+from tests.real_model.turns import api, converse, interrupted, new_session
 from tools.real_model.server import LlamaServer
 
 SMALL_CTX = 1024
@@ -41,19 +41,12 @@ def test_the_server_killed_mid_stream_fails_the_turn_and_a_restarted_server_serv
     try:
         with api(url) as client:
             session = new_session(client)
-            turn = start(
+            turn, rest = interrupted(
                 client,
                 session,
                 "Write a long story about a lighthouse keeper.",
-                model_settings={"max_tokens": 400},
+                lambda _turn: own_llama.kill9(),
             )
-            with client.stream("GET", f"/sessions/{session}/turns/{turn}/stream") as stream:
-                lines = stream.iter_lines()
-                for line in lines:
-                    if line.startswith("event: delta"):
-                        break
-                own_llama.kill9()
-                rest = list(lines)
             view = client.get(f"/sessions/{session}/turns/{turn}").json()
             envelope = client.get(f"/sessions/{session}").json()
             own_llama.start()  # the same port: the spec turnkeep has still points at it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +77,21 @@ def follow(client: httpx.Client, session_id: str, turn_id: str) -> Followed:
             if event.kind in ("end", "error"):
                 break
     return followed
+
+
+def interrupted(
+    client: httpx.Client, session_id: str, text: str, interrupt: Callable[[str], object]
+) -> tuple[str, list[str]]:
+    """Start a long reply (400 tokens), call `interrupt(turn_id)` once its first live delta
+    arrived; (the turn id, the stream's remaining lines read to its close)."""
+    turn_id = start(client, session_id, text, model_settings={"max_tokens": 400})
+    with client.stream("GET", f"/sessions/{session_id}/turns/{turn_id}/stream") as stream:
+        lines = stream.iter_lines()
+        for line in lines:
+            if line.startswith("event: delta"):
+                break
+        interrupt(turn_id)
+        return turn_id, list(lines)
 
 
 def converse(client: httpx.Client, session_id: str, text: str, **extra: Any) -> Followed:

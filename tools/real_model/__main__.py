@@ -13,19 +13,15 @@ import subprocess
 import sys
 import time
 
-from tools.real_model.prepare import PrepareError, prepare
+from tools.real_model.prepare import prepare_and_say
 
 NO_TESTS_COLLECTED = 5
 
 
 def main(argv: list[str]) -> int:
-    try:
-        prepared = prepare()
-    except PrepareError as exc:
-        print(f"real-model prepare: {exc}", file=sys.stderr)
+    prepared = prepare_and_say()
+    if prepared is None:
         return 1
-    state = "built/downloaded" if prepared.built else "found in the cache"
-    print(f"== real-model prepare: {state} in {prepared.seconds:.1f} s ({prepared.server.parent})")
     env = dict(os.environ)
     env["TURNKEEP_REAL_MODEL_SERVER"] = str(prepared.server)
     env["TURNKEEP_REAL_MODEL_GGUF"] = str(prepared.model)

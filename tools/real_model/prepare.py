@@ -205,19 +205,24 @@ def _build_server(target: Path) -> None:
         partial.replace(target)
 
 
-def main() -> int:
-    """Prepare, print where things are; one line and exit 1 on failure."""
+def prepare_and_say() -> Prepared | None:
+    """Prepare and print one line saying how it went (on stderr when it failed: then None)."""
     try:
         prepared = prepare()
     except PrepareError as exc:
         print(f"real-model prepare: {exc}", file=sys.stderr)
-        return 1
-    state = "built/downloaded" if prepared.built else "cached"
+        return None
+    state = "built/downloaded" if prepared.built else "found in the cache"
     print(
         f"real-model prepare: {state} in {prepared.seconds:.1f} s: "
         f"server {prepared.server}, model {prepared.model}"
     )
-    return 0
+    return prepared
+
+
+def main() -> int:
+    """Prepare; exit 1 on failure."""
+    return 0 if prepare_and_say() is not None else 1
 
 
 if __name__ == "__main__":
