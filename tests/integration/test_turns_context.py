@@ -11,7 +11,7 @@ from typing import Literal
 import pytest
 
 from tests.integration.turns_support import Harness, RecordingProvider, make_harness
-from turnkeep.api.views import transcript_page, turn_events
+from turnkeep.events import transcript_page, turn_events
 from turnkeep.harness import HarnessLimits, run_turn
 from turnkeep.harness.state import load_head
 from turnkeep.harness.transcript import branch_messages

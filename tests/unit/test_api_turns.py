@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.api_client import ApiHarness, auth, make_harness
 from turnkeep.api import ApiSettings
-from turnkeep.api.views import turn_events, turn_view
+from turnkeep.events import turn_events, turn_view
 from turnkeep.harness import ModelStepInput, model_step, resume_turn
 from turnkeep.harness.state import frames_address, response_id
 from turnkeep.providers.base import (
@@ -43,16 +43,6 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def api() -> Iterator[ApiHarness]:
-    yield from make_harness()
-
-
-@pytest.fixture
-def paused_api() -> Iterator[ApiHarness]:
-    yield from make_harness(run_turns=False)
 
 
 def _events(api: ApiHarness, sid: str, turn: str, **params: Any) -> dict[str, Any]:

@@ -1,27 +1,29 @@
 """The package layout tells the architecture: turnkeep's subpackages and root modules import
 each other without cycles, the entry points (`api`, `cli`, `aws_lambda`, `live`) sit on
-`runtime`, which sits on the engine, and the root keeps only the modules several layers
-share."""
+`runtime` and on `events` (the event views), which sit on the engine, no entry point borrows
+another's modules, and the root keeps only the modules several layers share."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2] / "shared" / "turnkeep"
 
 
-def _unit(path: Path) -> str:
+def _unit(path: Path, root: Path = ROOT) -> str:
     """The package-level unit a file belongs to: its subpackage, or the root module's name."""
-    relative = path.relative_to(ROOT)
+    relative = path.relative_to(root)
     return relative.parts[0] if len(relative.parts) > 1 else relative.stem
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
     """unit -> the other units it imports (any import in the file, deferred ones included)."""
     graph: dict[str, set[str]] = {}
-    for path in ROOT.rglob("*.py"):
-        unit = _unit(path)
+    for path in root.rglob("*.py"):
+        unit = _unit(path, root)
         edges = graph.setdefault(unit, set())
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names: list[str] = []
@@ -60,28 +62,87 @@ def test_turnkeeps_packages_and_root_modules_import_each_other_without_cycles() 
     assert _cycles(graph) == []
 
 
-ROOT_MODULES = {"__init__", "aws_clients", "session_ids", "system_prompt"}
+ROOT_MODULES = {"__init__", "aws_clients", "session_ids", "system_prompt", "turn_rules"}
 """Shared by several layers: the AWS client cache (storage, envelope, aws_lambda), the
-session-id rule (storage, envelope, api), the system-prompt fold (providers, notes, harness)."""
+session-id rule (storage, envelope, api), the system-prompt fold (providers, notes, harness),
+the turn-id rule and the turn-status set (harness, envelope, api, live, cli)."""
+RULES = {"session_ids", "turn_rules"}
+"""The bottom room: rules every layer may read, which themselves read nothing of turnkeep."""
 ENGINE = {"storage", "envelope", "providers", "tools", "mcp", "notes", "agent", "harness"}
+VIEWS = {"events"}
+"""The event views (turn status, event pages, each entry as an event): what `api` and `live`
+both show, below both."""
 ENTRY_POINTS = {"api", "cli", "aws_lambda", "live"}
-"""`live`: the WebSocket API's routes, authorizer and the steps' pusher (on `api`'s read models)."""
+"""`live`: the WebSocket API's routes, authorizer and the steps' pusher (on `events`)."""
 
 
 def test_the_root_holds_only_the_shared_modules_and_the_packages() -> None:
     graph = import_graph()
 
     assert {unit for unit in graph if (ROOT / f"{unit}.py").is_file()} == ROOT_MODULES
-    assert set(graph) - ROOT_MODULES == {*ENGINE, "runtime", *ENTRY_POINTS}
+    assert set(graph) - ROOT_MODULES == {*ENGINE, *VIEWS, "runtime", *ENTRY_POINTS}
 
 
 def test_the_engine_never_imports_the_runtime_or_an_entry_point() -> None:
     graph = import_graph()
 
     for unit in ENGINE | ROOT_MODULES:
-        assert graph[unit] & {"runtime", *ENTRY_POINTS} == set(), unit
+        assert graph[unit] & {"runtime", *VIEWS, *ENTRY_POINTS} == set(), unit
     assert graph["runtime"] & ENTRY_POINTS == set()
     assert not any("aws_lambda" in edges for edges in graph.values())  # only functions/ use it
+
+
+def test_the_rules_modules_import_nothing_of_turnkeep() -> None:
+    graph = import_graph()
+
+    for unit in RULES:
+        assert graph[unit] == set(), unit
+
+
+def test_the_event_views_sit_below_the_http_and_websocket_apis() -> None:
+    graph = import_graph()
+
+    assert graph["events"] & {"runtime", *ENTRY_POINTS} == set()
+    assert "events" in graph["api"]
+    assert "events" in graph["live"]
+
+
+def _http_api_borrowers(graph: dict[str, set[str]]) -> set[str]:
+    """The units that may never import `api` (the WebSocket API, the harness) but do."""
+    return {unit for unit in ("live", "harness") if "api" in graph.get(unit, set())}
+
+
+def test_the_websocket_api_and_the_harness_never_import_the_http_api() -> None:
+    assert _http_api_borrowers(import_graph()) == set()
+
+
+def test_the_layer_rule_fails_for_a_live_or_harness_module_importing_the_api(
+    tmp_path: Path,
+) -> None:
+    for unit in ("live", "harness"):
+        (tmp_path / unit).mkdir()
+        (tmp_path / unit / "x.py").write_text("from turnkeep.api.views import session_view\n")
+
+    assert _http_api_borrowers(import_graph(tmp_path)) == {"live", "harness"}
+
+
+def test_shaping_a_commits_events_for_the_websocket_loads_neither_the_api_nor_fastapi() -> None:
+    script = (
+        "import sys\n"
+        "from turnkeep.harness.live import Committed\n"
+        "from turnkeep.live.push import event_messages\n"
+        "from turnkeep.live.websocket import WebSocketRoutes\n"
+        "from turnkeep.storage import Entry\n"
+        "entry = Entry(id='a', parent_id=None, type='approval_requested', data={}, seq=2)\n"
+        "shaped = event_messages(Committed('s', 'op', entries=(entry,)))\n"
+        "assert b'approval_requested' in shaped[0][1], shaped\n"
+        "print(sorted(m for m in sys.modules if m == 'fastapi' or m.startswith('turnkeep.api')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+
+    assert done.stdout.strip() == "[]"
 
 
 def test_the_cycle_check_finds_a_cycle() -> None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import io
 import uuid
 
-from turnkeep.api.views import frame_event
 from turnkeep.cli.printer import StreamPrinter
+from turnkeep.events import frame_event
 from turnkeep.harness.context import message_tokens
 from turnkeep.harness.progress import FrameWriter, read_frames
 from turnkeep.harness.state import frames_address, op_address

@@ -9,9 +9,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from turnkeep.api.models import Event
-from turnkeep.api.views import turn_events
 from turnkeep.envelope import open_envelope_store
+from turnkeep.events import Event, turn_events
 from turnkeep.harness import (
     HarnessDeps,
     HarnessLimits,
@@ -121,18 +120,29 @@ def test_tool_results_are_entries_before_the_next_model_round_streams() -> None:
 
 
 def test_an_entry_type_with_a_registered_builder_becomes_its_own_event() -> None:
-    from turnkeep.api import views
+    from turnkeep.events import EventRegistry
     from turnkeep.storage import Entry
 
     def as_notice(entry: Entry) -> Event:
         return Event(seq=entry.seq, kind="entry", entry_id=entry.id, role="notice")
 
-    views.register_entry_event("test-notice", as_notice)
-    try:
-        notice = Entry(id="n1", parent_id=None, type="test-notice", data={}, seq=7)
-        message = Entry(id="m1", parent_id=None, type="message", data={}, seq=8)
+    registry = EventRegistry({"test-notice": as_notice})
+    notice = Entry(id="n1", parent_id=None, type="test-notice", data={}, seq=7)
+    message = Entry(id="m1", parent_id=None, type="message", data={}, seq=8)
 
-        assert views.entry_event(notice).role == "notice"
-        assert views.entry_event(message).role == "message"
-    finally:
-        views._ENTRY_EVENTS.pop("test-notice")
+    assert registry.event(notice).role == "notice"
+    assert registry.event(message).role == "message"
+
+
+def test_the_default_registry_shows_approval_entries_as_approval_events() -> None:
+    from turnkeep.events import entry_event
+    from turnkeep.harness.approvals import APPROVAL_DECIDED, APPROVAL_REQUESTED
+    from turnkeep.storage import Entry
+
+    data = {"call_id": "c1", "name": "t", "arguments": {}, "decision": "approve", "round": 0}
+    requested = Entry(id="a1", parent_id=None, type=APPROVAL_REQUESTED, data=data, seq=3)
+    decided = Entry(id="a2", parent_id=None, type=APPROVAL_DECIDED, data=data, seq=4)
+
+    assert entry_event(requested).kind == "approval_requested"
+    assert entry_event(decided).kind == "approval_decided"
+    assert entry_event(decided).decision == "approve"

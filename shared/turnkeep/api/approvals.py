@@ -1,5 +1,5 @@
 """Approval routes: decide on a call that waits for a person (202), list the caller's pending
-approvals across sessions; and the events of approval entries (docs/approvals.md)."""
+approvals across sessions (docs/approvals.md; their events are `turnkeep.events`)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from turnkeep.api.context import ApiContext, Ctx, SessionId, TurnId, User
 from turnkeep.api.errors import ApiError
 from turnkeep.api.launch import Launcher, StepFunctionsLauncher
-from turnkeep.api.models import Event, error_responses
-from turnkeep.api.views import register_entry_event
+from turnkeep.api.models import error_responses
 from turnkeep.harness.approvals import (
-    APPROVAL_DECIDED,
-    APPROVAL_REQUESTED,
     REASON_MAX_CHARS,
     ApprovalConflictError,
     ApprovalError,
@@ -26,7 +23,6 @@ from turnkeep.harness.approvals import (
     decide,
 )
 from turnkeep.harness.state import load_state
-from turnkeep.storage import Entry
 
 logger = logging.getLogger("turnkeep.api")
 
@@ -180,30 +176,6 @@ def _pending(ctx: ApiContext, session_id: str, op_id: str) -> list[PendingApprov
         )
     return items
 
-
-def approval_event(entry: Entry) -> Event:
-    """An `approval_requested` / `approval_decided` entry as an event of the turn."""
-    data = entry.data if isinstance(entry.data, dict) else {}
-    round_ = data.get("round")
-    reason = data.get("reason")
-    decision = data.get("decision")
-    edited = data.get("edited_arguments")
-    return Event(
-        seq=entry.seq,
-        kind=entry.type,  # type: ignore[arg-type]
-        entry_id=entry.id,
-        parent_id=entry.parent_id,
-        round=round_ if isinstance(round_, int) and not isinstance(round_, bool) else None,
-        call_id=str(data.get("call_id")),
-        tool=str(data.get("name")),
-        arguments=edited if edited is not None else data.get("arguments"),
-        decision=decision if isinstance(decision, str) else None,
-        reason=reason if isinstance(reason, str) else None,
-    )
-
-
-register_entry_event(APPROVAL_REQUESTED, approval_event)
-register_entry_event(APPROVAL_DECIDED, approval_event)
 
 __all__ = [
     "ApprovalConflictError",

@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
-from turnkeep.providers.base import Usage
+from turnkeep.events.models import (  # the event read models, served by this API as they are
+    Delta,
+    Event,
+    EventsPage,
+    TranscriptPage,
+    TurnStatus,
+    TurnView,
+)
 from turnkeep.session_ids import SESSION_ID_PATTERN
+from turnkeep.turn_rules import OP_ID_PATTERN
 
-TURN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$"
+TURN_ID_PATTERN = OP_ID_PATTERN
 """Turn (operation) ids: the harness rule, 1-100 characters."""
 
 MetaValue = StrictStr | StrictInt | StrictFloat | StrictBool
-TurnStatus = Literal[
-    "idle",
-    "running",
-    "cancelling",
-    "awaiting_approval",
-    "completed",
-    "failed",
-    "aborted",
-    "deleting",
-]
 
 
 class ErrorDetail(BaseModel):
@@ -142,18 +140,6 @@ class TurnAccepted(BaseModel):
     status: TurnStatus
 
 
-class TurnView(BaseModel):
-    """Status of one turn."""
-
-    turn_id: str
-    session_id: str
-    status: TurnStatus
-    finished: bool
-    error: str | None = None
-    rounds: int = Field(description="model rounds settled so far")
-    usage: Usage
-
-
 class CancelView(BaseModel):
     """What a cancel request found or did."""
 
@@ -164,73 +150,32 @@ class CancelView(BaseModel):
     )
 
 
-class Delta(BaseModel):
-    """One coalesced piece of a streamed response."""
-
-    type: Literal["text", "tool_call", "tool_args", "reasoning"]
-    text: str | None = None
-    index: int | None = None
-    id: str | None = None
-    name: str | None = None
-
-
-class Event(BaseModel):
-    """One event of a turn, numbered by the session's global sequence.
-
-    `frame`: provisional streamed deltas of response `response_id` (the running round).
-    `entry`: a settled transcript entry; an assistant entry with id == `response_id` supersedes
-    the frames of that response. `approval_requested` / `approval_decided`: a call waiting
-    for a person (`call_id`, `tool`, `arguments`) and the decision (`decision`, `reason`,
-    `arguments` as edited).
-    """
-
-    seq: int
-    kind: Literal["frame", "entry", "approval_requested", "approval_decided"]
-    response_id: str | None = None
-    round: int | None = None
-    # frame fields
-    deltas: list[Delta] | None = None
-    text: str | None = Field(default=None, description="frame: the text deltas joined")
-    offset: int | None = Field(
-        default=None,
-        description="frame: characters (code points) of the response's text before `text`",
-    )
-    final: bool | None = Field(default=None, description="frame: the round's last frame")
-    # entry fields
-    entry_id: str | None = None
-    parent_id: str | None = None
-    role: str | None = None
-    parts: list[dict[str, Any]] | None = None
-    interrupted: bool | None = None
-    call_id: str | None = None
-    stop_reason: str | None = None
-    # approval fields (docs/approvals.md)
-    tool: str | None = None
-    arguments: Any = None
-    decision: str | None = None
-    reason: str | None = None
-
-
-class EventsPage(BaseModel):
-    """A page of a turn's events after `cursor`; poll again with `next_cursor`."""
-
-    turn_id: str
-    status: TurnStatus
-    events: list[Event]
-    next_cursor: int = Field(description="the last seq returned (or the cursor sent)")
-    finished: bool = Field(description="true once the turn ended and every event was returned")
-
-
-class TranscriptPage(BaseModel):
-    """Settled entries after `cursor`, in sequence order."""
-
-    entries: list[Event]
-    next_cursor: int
-    has_more: bool
-
-
 class NotesView(BaseModel):
     """The session's working notes (read-only here: the tools are the only writers)."""
 
     notes: str | None
-    bytes: int
+    bytes: int = Field(description="the notes' size in UTF-8 bytes")
+    max_bytes: int = Field(description="the cap an update may not exceed (UTF-8 bytes)")
+
+
+__all__ = [
+    "TURN_ID_PATTERN",
+    "CancelView",
+    "CreateSessionRequest",
+    "Delta",
+    "ErrorBody",
+    "ErrorDetail",
+    "Event",
+    "EventsPage",
+    "MetaValue",
+    "NotesView",
+    "SessionList",
+    "SessionView",
+    "StartTurnRequest",
+    "TranscriptPage",
+    "TurnAccepted",
+    "TurnStatus",
+    "TurnSummary",
+    "TurnView",
+    "error_responses",
+]

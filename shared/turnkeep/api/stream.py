@@ -26,8 +26,7 @@ from turnkeep.api.errors import ApiError, not_found
 from turnkeep.api.hub import LiveHub, Watch
 from turnkeep.api.models import Event, EventsPage, error_responses
 from turnkeep.api.sessions import Cursor
-from turnkeep.api.turns import _turn_values
-from turnkeep.api.views import TurnNotFound, turn_events, turn_view
+from turnkeep.events import TurnNotFound, turn_events, turn_values, turn_view
 from turnkeep.harness.live import Committed, LiveDelta
 from turnkeep.harness.state import user_entry_id
 
@@ -112,7 +111,7 @@ class _Turn:
             envelope = self.ctx.owned_ahead(
                 self.user,
                 storage,
-                values=_turn_values(self.turn_id),
+                values=turn_values(self.turn_id),
                 entries=[user_entry_id(self.turn_id)],
             )
             try:
@@ -123,7 +122,7 @@ class _Turn:
     def end(self) -> dict[str, Any]:
         """The `end` event's data: the turn's outcome."""
         with self.ctx.storage(self.session_id) as storage:
-            envelope = self.ctx.owned_ahead(self.user, storage, values=_turn_values(self.turn_id))
+            envelope = self.ctx.owned_ahead(self.user, storage, values=turn_values(self.turn_id))
             view = turn_view(storage, envelope, self.turn_id).model_dump(mode="json")
         return {key: view[key] for key in ("turn_id", "status", "error", "rounds", "usage")}
 

@@ -22,8 +22,9 @@ from turnkeep.api.models import (
 )
 from turnkeep.api.ratelimit import reserve_turn_start, start_slot
 from turnkeep.api.sessions import Cursor
-from turnkeep.api.views import DELETE_MARKER, TurnNotFound, turn_events, turn_view
+from turnkeep.api.views import DELETE_MARKER
 from turnkeep.envelope import Envelope, EnvelopeConflictError, EnvelopeNotFoundError
+from turnkeep.events import TurnNotFound, turn_events, turn_values, turn_view
 from turnkeep.harness import (
     FailTurnInput,
     StartTurnInput,
@@ -34,8 +35,9 @@ from turnkeep.harness import (
     start_turn_attached,
 )
 from turnkeep.harness.envelope_io import attachable
-from turnkeep.harness.state import head_address, op_address, result_address, user_entry_id
-from turnkeep.storage import Storage, Value
+from turnkeep.harness.state import head_address, user_entry_id
+from turnkeep.storage import Storage
+from turnkeep.turn_rules import is_active
 
 logger = logging.getLogger("turnkeep.api")
 
@@ -132,14 +134,6 @@ def _free_or_409(ctx: ApiContext, user: str, session_id: str, envelope: Envelope
     raise ApiError(409, "turn_running", f"session {session_id!r} {what}; one turn at a time")
 
 
-def _turn_values(turn_id: str) -> list[Value]:
-    """What a turn's views read first: its terminal record, else its running state."""
-    try:
-        return [result_address(turn_id), op_address(turn_id)]
-    except ValueError:
-        return []  # not a storable id: the view answers 404 as before
-
-
 @router.post(
     "",
     status_code=202,
@@ -168,7 +162,7 @@ def start(
             model=_turn_model(ctx, body, envelope),
             model_settings=body.model_settings,
         )
-        busy = envelope.meta.get("turnStatus") in ("running", "cancelling", "awaiting_approval")
+        busy = is_active(envelope.meta.get("turnStatus"))
         if (
             not busy
             and attachable(deps, storage)
@@ -252,7 +246,7 @@ def _start_in_steps(
 def status(ctx: Ctx, user: User, session_id: SessionId, turn_id: TurnId) -> TurnView:
     """Status of one turn: running / cancelling / completed / failed / aborted."""
     with ctx.storage(session_id) as storage:
-        envelope = ctx.owned_ahead(user, storage, values=_turn_values(turn_id))
+        envelope = ctx.owned_ahead(user, storage, values=turn_values(turn_id))
         try:
             return turn_view(storage, envelope, turn_id)
         except TurnNotFound:
@@ -307,7 +301,7 @@ def events(
     with ctx.storage(session_id) as storage:
         # One read for the envelope, the turn's record or state and its first event's place.
         envelope = ctx.owned_ahead(
-            user, storage, values=_turn_values(turn_id), entries=[user_entry_id(turn_id)]
+            user, storage, values=turn_values(turn_id), entries=[user_entry_id(turn_id)]
         )
         try:
             return turn_events(storage, envelope, turn_id, cursor, limit)

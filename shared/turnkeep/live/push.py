@@ -70,9 +70,8 @@ def end_data(op_id: str, record: Any) -> dict[str, Any]:
 
 def event_messages(event: Committed) -> list[tuple[int, bytes]]:
     """The commit's frames and entries as (seq, message), in seq order, shaped as the events
-    page shows them (the API's read models, imported only when someone watches)."""
-    from turnkeep.api import approvals  # noqa: F401  (registers the approval entry events)
-    from turnkeep.api.views import entry_event, frame_event
+    page shows them (`turnkeep.events`, imported only when someone watches)."""
+    from turnkeep.events import entry_event, frame_event
 
     shaped = [entry_event(entry) for entry in event.entries]
     shaped += [frame_event(f.element, f.response_id, f.round) for f in event.frames]

@@ -21,27 +21,22 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from turnkeep.harness.deps import HarnessDeps
-from turnkeep.harness.errors import StepInputError
 from turnkeep.harness.state import (
     frames_scope,
     load_record,
     load_state,
-    op_address,
     response_id,
-    result_address,
     user_entry_id,
-    validate_op_id,
 )
 from turnkeep.live.connections import Connections
 from turnkeep.live.push import end_data, message
 from turnkeep.session_ids import SESSION_ID_PATTERN
-from turnkeep.storage import Value
+from turnkeep.turn_rules import OP_ID_PATTERN
 
 logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES: Final = 4096
 """A client message longer than this is refused (a subscribe is ~300 bytes)."""
-TURN_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$"
 PAGE: Final = 500
 
 
@@ -52,7 +47,7 @@ class Subscribe(BaseModel):
 
     action: Literal["subscribe"]
     session_id: str = Field(pattern=SESSION_ID_PATTERN)
-    turn_id: str = Field(pattern=TURN_ID_PATTERN)
+    turn_id: str = Field(pattern=OP_ID_PATTERN)
     cursor: StrictInt = Field(default=0, ge=0)
 
 
@@ -151,8 +146,7 @@ class WebSocketRoutes:
         self._subscribe(route, wanted)
 
     def _subscribe(self, route: Route, wanted: Subscribe) -> None:
-        from turnkeep.api import approvals  # noqa: F401  (registers the approval entry events)
-        from turnkeep.api.views import TurnNotFound, turn_events
+        from turnkeep.events import TurnNotFound, turn_events, turn_values
 
         conn, sid, op = route.connection_id, wanted.session_id, wanted.turn_id
         envelope = self.deps.envelopes.get_for_owner(route.user_id, sid)
@@ -168,8 +162,9 @@ class WebSocketRoutes:
         try:
             # The turn's record, state and first entry in one read, then the streaming round's
             # frames scope with the head that may prove it unwritten (docs/aws-storage.md).
-            storage.prefetch(_turn_values(op), entries=[user_entry_id(op)])
-            state = load_state(storage, op) if _turn_values(op) else None
+            values = turn_values(op)
+            storage.prefetch(values, entries=[user_entry_id(op)])
+            state = load_state(storage, op) if values else None
             if state is not None:
                 storage.prefetch(scopes=[frames_scope(response_id(op, state.round))], head=True)
             while True:
@@ -200,11 +195,3 @@ class WebSocketRoutes:
 
 class _Gone(Exception):
     """The connection is gone (API Gateway's `GoneException`): stop answering it."""
-
-
-def _turn_values(op_id: str) -> list[Value]:
-    try:
-        validate_op_id(op_id)
-    except StepInputError:
-        return []  # not a turn id: the events read answers not_found
-    return [result_address(op_id), op_address(op_id)]

@@ -1,0 +1,35 @@
+"""The event views: a turn's status and events, transcript pages, each stored entry as an
+event (`ENTRY_EVENTS`, an explicit table). Below both the HTTP API (`turnkeep.api`) and the
+WebSocket API (`turnkeep.live`): neither borrows the other's read models."""
+
+from turnkeep.events.entries import approval_event, frame_event, message_event
+from turnkeep.events.models import Delta, Event, EventsPage, TranscriptPage, TurnStatus, TurnView
+from turnkeep.events.registry import ENTRY_EVENTS, EntryEventBuilder, EventRegistry, entry_event
+from turnkeep.events.turns import (
+    TurnNotFound,
+    transcript_page,
+    turn_events,
+    turn_values,
+    turn_view,
+)
+
+__all__ = [
+    "ENTRY_EVENTS",
+    "Delta",
+    "EntryEventBuilder",
+    "Event",
+    "EventRegistry",
+    "EventsPage",
+    "TranscriptPage",
+    "TurnNotFound",
+    "TurnStatus",
+    "TurnView",
+    "approval_event",
+    "entry_event",
+    "frame_event",
+    "message_event",
+    "transcript_page",
+    "turn_events",
+    "turn_values",
+    "turn_view",
+]

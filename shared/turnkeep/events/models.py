@@ -1,0 +1,91 @@
+"""The event read models: a turn's status and events, transcript pages (pydantic; the HTTP
+API's schema and the WebSocket messages use them as they are)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from turnkeep.providers.base import Usage
+from turnkeep.turn_rules import TurnStatus as HarnessTurnStatus
+
+TurnStatus = Literal[HarnessTurnStatus, "deleting"]
+"""A turn's status as the API shows it: the harness's, or `deleting` while its session goes."""
+
+
+class TurnView(BaseModel):
+    """Status of one turn."""
+
+    turn_id: str
+    session_id: str
+    status: TurnStatus
+    finished: bool
+    error: str | None = None
+    rounds: int = Field(description="model rounds settled so far")
+    usage: Usage
+
+
+class Delta(BaseModel):
+    """One coalesced piece of a streamed response."""
+
+    type: Literal["text", "tool_call", "tool_args", "reasoning"]
+    text: str | None = None
+    index: int | None = None
+    id: str | None = None
+    name: str | None = None
+
+
+class Event(BaseModel):
+    """One event of a turn, numbered by the session's global sequence.
+
+    `frame`: provisional streamed deltas of response `response_id` (the running round).
+    `entry`: a settled transcript entry; an assistant entry with id == `response_id` supersedes
+    the frames of that response. `approval_requested` / `approval_decided`: a call waiting
+    for a person (`call_id`, `tool`, `arguments`) and the decision (`decision`, `reason`,
+    `arguments` as edited).
+    """
+
+    seq: int
+    kind: Literal["frame", "entry", "approval_requested", "approval_decided"]
+    response_id: str | None = None
+    round: int | None = None
+    # frame fields
+    deltas: list[Delta] | None = None
+    text: str | None = Field(default=None, description="frame: the text deltas joined")
+    offset: int | None = Field(
+        default=None,
+        description="frame: characters (code points) of the response's text before `text`",
+    )
+    final: bool | None = Field(default=None, description="frame: the round's last frame")
+    # entry fields
+    entry_id: str | None = None
+    parent_id: str | None = None
+    role: str | None = None
+    parts: list[dict[str, Any]] | None = None
+    interrupted: bool | None = None
+    call_id: str | None = None
+    stop_reason: str | None = None
+    # approval fields (docs/approvals.md)
+    tool: str | None = None
+    arguments: Any = None
+    decision: str | None = None
+    reason: str | None = None
+
+
+class EventsPage(BaseModel):
+    """A page of a turn's events after `cursor`; poll again with `next_cursor`."""
+
+    turn_id: str
+    status: TurnStatus
+    events: list[Event]
+    next_cursor: int = Field(description="the last seq returned (or the cursor sent)")
+    finished: bool = Field(description="true once the turn ended and every event was returned")
+
+
+class TranscriptPage(BaseModel):
+    """Settled entries after `cursor`, in sequence order."""
+
+    entries: list[Event]
+    next_cursor: int
+    has_more: bool
