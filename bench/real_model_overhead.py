@@ -34,8 +34,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.integration.test_state_machine import deploy  # noqa: E402
 from tests.support.openai_server import ChatServer, Reply, text_chunks, usage_chunk  # noqa: E402
+from tests.support.state_machine import deploy  # noqa: E402
 from tools.real_model import prepare  # noqa: E402
 from tools.real_model.server import LlamaServer  # noqa: E402
 from turnkeep.aws_lambda import container  # noqa: E402
