@@ -12,12 +12,7 @@ from tools.real_model import prepare
 
 
 def _fill(root: Path, *, server: bool = True, model: bool = True) -> None:
-    files = (
-        (server, prepare.server_path(root)),
-        (server, prepare.tool_template_path(root)),
-        (model, prepare.model_path(root)),
-    )
-    for wanted, path in files:
+    for wanted, path in ((server, prepare.server_path(root)), (model, prepare.model_path(root))):
         if wanted:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(b"x")

