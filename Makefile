@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup local serve test reliability lint bench clean sam-local-test sam-local-up
+.PHONY: setup local serve test test-real-model reliability lint bench clean sam-local-test sam-local-up
 
 # Progress lines say what runs; pip prints what it collects and installs (a fresh install
 # takes a minute or two).
@@ -34,6 +34,12 @@ serve: $(STAMP)
 ## Run the whole test suite.
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+## A real model (not part of `make test`): prepares llama.cpp's llama-server and SmolLM2-135M once
+## per machine in ~/.cache/turnkeep/real-model (the first run builds, ~10-15 min on 2 cores), then
+## runs tests/real_model/ against it (tools/real_model/). A failed build or download fails.
+test-real-model: $(STAMP)
+	$(BIN)/python -m tools.real_model
 
 ## SAM local, for real (Docker + SAM CLI; not part of `make test`): builds x86_64, runs the
 ## scenario against Lambda containers, stops what it started. Exit 2 without Docker or SAM CLI.
