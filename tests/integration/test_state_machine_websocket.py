@@ -162,6 +162,28 @@ def test_a_subscriber_receives_a_whole_turn_in_order_catch_up_then_live_without_
         ),
         ('{"action": "publish"}', "$default", "unknown_action"),
         ('{"action": "subscribe", "pad": "' + "x" * 5000 + '"}', "subscribe", "message_too_large"),
+        # 2,000 levels in under 4 KB: the parser's recursion limit, not an internal error.
+        ("[" * 2000 + "]" * 2000, "subscribe", "invalid_json"),
+        (
+            '{"action": "subscribe", "x": ' + "[" * 1990 + "]" * 1990 + "}",
+            "$default",
+            "invalid_json",
+        ),
+        # A number DynamoDB cannot store (over 38 digits), for a real session and turn.
+        (
+            '{"action": "subscribe", "session_id": "ws-bad", "turn_id": "op-ws-bad1", "cursor": '
+            + str(10**200)
+            + "}",
+            "subscribe",
+            "invalid_message",
+        ),
+        (
+            '{"action": "subscribe", "session_id": "ws-bad", "turn_id": "op-ws-bad1", "cursor": '
+            + str(2**62 + 1)
+            + "}",
+            "subscribe",
+            "invalid_message",
+        ),
     ],
 )
 def test_bad_messages_get_an_error_frame_and_change_nothing(

@@ -25,7 +25,7 @@ from turnkeep.envelope import (
     EnvelopeExistsError,
     MetaValidationError,
 )
-from turnkeep.events import transcript_page
+from turnkeep.events import CURSOR_MAX, transcript_page
 from turnkeep.harness import reconcile_envelope
 from turnkeep.harness.state import STARTABLE_STATUSES
 from turnkeep.storage import open_repository
@@ -37,7 +37,7 @@ _SESSION = error_responses(404, 422)
 
 Cursor = Annotated[
     int | None,
-    Query(ge=0, le=2**62, description="exclusive: the `next_cursor` of the previous page"),
+    Query(ge=0, le=CURSOR_MAX, description="exclusive: the `next_cursor` of the previous page"),
 ]
 Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
 

@@ -3,7 +3,15 @@ event (`ENTRY_EVENTS`, an explicit table). Below both the HTTP API (`turnkeep.ap
 WebSocket API (`turnkeep.live`): neither borrows the other's read models."""
 
 from turnkeep.events.entries import approval_event, frame_event, message_event
-from turnkeep.events.models import Delta, Event, EventsPage, TranscriptPage, TurnStatus, TurnView
+from turnkeep.events.models import (
+    CURSOR_MAX,
+    Delta,
+    Event,
+    EventsPage,
+    TranscriptPage,
+    TurnStatus,
+    TurnView,
+)
 from turnkeep.events.registry import ENTRY_EVENTS, EntryEventBuilder, EventRegistry, entry_event
 from turnkeep.events.turns import (
     TurnNotFound,
@@ -14,6 +22,7 @@ from turnkeep.events.turns import (
 )
 
 __all__ = [
+    "CURSOR_MAX",
     "ENTRY_EVENTS",
     "Delta",
     "EntryEventBuilder",

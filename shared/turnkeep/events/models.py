@@ -9,6 +9,10 @@ from pydantic import BaseModel, Field
 
 from turnkeep.providers.base import Usage
 
+CURSOR_MAX = 2**62
+"""The largest cursor (a sequence number) a client may send: far above any sequence a session
+reaches, and within every store's number range (DynamoDB refuses numbers of over 38 digits)."""
+
 TurnStatus = Literal[
     "idle",
     "running",

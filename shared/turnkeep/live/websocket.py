@@ -20,6 +20,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
+from turnkeep.events.models import CURSOR_MAX
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.state import (
     frames_scope,
@@ -48,7 +49,7 @@ class Subscribe(BaseModel):
     action: Literal["subscribe"]
     session_id: str = Field(pattern=SESSION_ID_PATTERN)
     turn_id: str = Field(pattern=TURN_ID_PATTERN)
-    cursor: StrictInt = Field(default=0, ge=0)
+    cursor: StrictInt = Field(default=0, ge=0, le=CURSOR_MAX)
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,10 @@ class WebSocketRoutes:
             raw = json.loads(route.body)
         except ValueError:
             self._send(conn, error("invalid_json", "the message is not JSON"))
+            return
+        except RecursionError:
+            # A few KB of brackets exhaust the parser's stack: refused like any bad frame.
+            self._send(conn, error("invalid_json", "the message nests too deeply"))
             return
         action = raw.get("action") if isinstance(raw, dict) else None
         if route.route_key != "subscribe" or action != "subscribe":
