@@ -7,6 +7,8 @@ A subscription of connection `c` to turn `op` of session `s` is two items, writt
   knows only the connection id) finds what to remove.
 Both carry `expiresAt` (the table's TTL attribute): a connection API Gateway dropped without a
 `$disconnect` is gone after `ttl_seconds` (API Gateway ends every connection within 2 hours).
+The session's envelope item carries the watch mark (`turnkeep.live.marks`): a subscribe marks
+its turn after recording the subscription, so a step that sees the mark finds the subscription.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final
 
+from turnkeep.envelope.dynamodb import ENVELOPE_SK
+from turnkeep.live.marks import GEN, OPS, Mark
 from turnkeep.storage.aws.batches import batch_write
 
 LIVE_PREFIX: Final = "LIVE#"
@@ -38,6 +42,10 @@ def _s(text: str) -> dict[str, str]:
 
 def _n(number: int) -> dict[str, str]:
     return {"N": str(number)}
+
+
+def _code(exc: Exception) -> object:
+    return getattr(exc, "response", {}).get("Error", {}).get("Code")
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,62 @@ class Connections:
                 },
             ],
         )
+
+    def mark(self, session_id: str, op_id: str) -> bool:
+        """Mark turn `op_id` as watched and bump the mark's generation (one UpdateItem of the
+        envelope item); False when the session has no envelope (nothing is written)."""
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=self._envelope(session_id),
+                UpdateExpression="ADD #gen :one, #ops :op",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeNames={"#gen": GEN, "#ops": OPS},
+                ExpressionAttributeValues={":one": _n(1), ":op": {"SS": [op_id]}},
+            )
+        except Exception as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def read_mark(self, session_id: str) -> Mark:
+        """The session's watch mark now (one strongly consistent GetItem of two attributes)."""
+        found = self.client.get_item(
+            TableName=self.table,
+            Key=self._envelope(session_id),
+            ConsistentRead=True,
+            ProjectionExpression="#gen, #ops",
+            ExpressionAttributeNames={"#gen": GEN, "#ops": OPS},
+        )
+        return Mark.of(found.get("Item"))
+
+    def unmark(self, session_id: str, op_id: str, *, gen: int | None = None) -> bool:
+        """Drop turn `op_id` from the mark (one UpdateItem); with `gen`, only while no subscribe
+        came after the read that saw generation `gen` (False: one did, the mark stays)."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": self._envelope(session_id),
+            "UpdateExpression": "DELETE #ops :op",
+            "ConditionExpression": "attribute_exists(pk)",
+            "ExpressionAttributeNames": {"#ops": OPS},
+            "ExpressionAttributeValues": {":op": {"SS": [op_id]}},
+        }
+        if gen is not None:
+            request["ConditionExpression"] += " AND #gen = :gen"
+            request["ExpressionAttributeNames"]["#gen"] = GEN
+            request["ExpressionAttributeValues"][":gen"] = _n(gen)
+        try:
+            self.client.update_item(**request)
+        except Exception as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    @staticmethod
+    def _envelope(session_id: str) -> dict[str, dict[str, str]]:
+        return {"pk": _s(f"SESSION#{session_id}"), "sk": _s(ENVELOPE_SK)}
 
     def subscribers(self, session_id: str, op_id: str) -> list[Subscriber]:
         """The connections watching turn `op_id` (one Query of the session's partition)."""

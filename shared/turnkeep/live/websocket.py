@@ -158,8 +158,11 @@ class WebSocketRoutes:
         if envelope is None:
             self._send(conn, error("not_found", "session not found"))
             return
-        # Recorded before the catch-up is read: whatever commits after the read is pushed.
+        # Recorded, then marked, before the catch-up is read: a step that reads the mark after
+        # finds the subscription, and one that read it before has its next envelope commit
+        # cancelled by the mark (turnkeep.live.marks), so what commits after the read is pushed.
         self.connections.subscribe(sid, op, conn, route.user_id, wanted.cursor)
+        self.connections.mark(sid, op)
         deps = self.deps
         cursor: int = wanted.cursor
         first = True
@@ -176,7 +179,7 @@ class WebSocketRoutes:
                 try:
                     page = turn_events(storage, envelope, op, cursor, PAGE)
                 except TurnNotFound:
-                    self.connections.unsubscribe(sid, op, conn)
+                    self._forget(sid, op, conn)
                     self._send(conn, error("not_found", "turn not found"))
                     return
                 if first:
@@ -190,12 +193,18 @@ class WebSocketRoutes:
                     record = load_record(storage, op)
                     dumped = record.model_dump(mode="json") if record is not None else {}
                     self._send(conn, message("end", end_data(op, dumped)))
-                    self.connections.unsubscribe(sid, op, conn)
+                    self._forget(sid, op, conn)
                     return
                 if len(page.events) < PAGE:
                     return
         finally:
             storage.close()
+
+    def _forget(self, session_id: str, op_id: str, connection: str) -> None:
+        """Drop the subscription and the mark of a turn that ended (or never was): no step of
+        it runs any more to read either."""
+        self.connections.unsubscribe(session_id, op_id, connection)
+        self.connections.unmark(session_id, op_id)
 
 
 class _Gone(Exception):
