@@ -20,6 +20,7 @@ keeps it), so a stale mark costs one Query; a turn's end drops its mark.
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import logging
 import queue
@@ -27,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qs, urlsplit
 
 from turnkeep.harness.live import Committed, LiveDelta
@@ -35,12 +36,14 @@ from turnkeep.live.connections import Connections, Subscriber
 from turnkeep.live.marks import Mark, unchanged_since
 from turnkeep.storage.attached import AttachedUpdate
 
+if TYPE_CHECKING:  # the event views are imported when someone watches (a step's cold start)
+    from turnkeep.events.models import Event
+
 logger = logging.getLogger(__name__)
 
-MAX_MESSAGE_BYTES: Final = 120_000
-"""Below API Gateway's 128 KiB WebSocket message cap."""
-TEXT_CHUNK_CHARS: Final = 24_000
-"""Characters per delta when a subscriber gets a long text so far (4 bytes each at most)."""
+MAX_MESSAGE_BYTES: Final = 128 * 1024
+"""API Gateway's WebSocket message payload limit (`PostToConnection` answers 413 above it):
+every message is sized as sent, JSON escapes included (a control character takes 6 bytes)."""
 
 
 def message(kind: str, data: dict[str, Any], seq: int | None = None) -> bytes:
@@ -55,12 +58,48 @@ def delta_data(delta: LiveDelta) -> dict[str, Any]:
     return {"response_id": delta.response_id, "offset": delta.offset, "text": delta.text}
 
 
-def whole_text(response_id: str, text: str) -> list[LiveDelta]:
-    """`text` from offset 0, in pieces that fit a message."""
-    return [
-        LiveDelta(response_id, start, text[start : start + TEXT_CHUNK_CHARS])
-        for start in range(0, max(len(text), 1), TEXT_CHUNK_CHARS)
-    ]
+@functools.lru_cache(maxsize=4096)
+def _sent_bytes(char: str) -> int:
+    """Bytes `char` takes inside a message's JSON string (escapes included)."""
+    return len(json.dumps(char, ensure_ascii=False).encode("utf-8")) - 2
+
+
+def delta_messages(delta: LiveDelta) -> list[bytes]:
+    """`delta` as `delta` messages of at most MAX_MESSAGE_BYTES each as sent: its text cut
+    where the next character would not fit, each piece at its own offset (no text lost)."""
+    whole = message("delta", delta_data(delta))
+    if len(whole) <= MAX_MESSAGE_BYTES:
+        return [whole]
+    out: list[bytes] = []
+    text, start = delta.text, 0
+    while start < len(text):
+        at = LiveDelta(delta.response_id, delta.offset + start, "")
+        budget = MAX_MESSAGE_BYTES - len(message("delta", delta_data(at)))
+        end, used = start, 0
+        while end < len(text) and used + _sent_bytes(text[end]) <= budget:
+            used += _sent_bytes(text[end])
+            end += 1
+        piece = LiveDelta(delta.response_id, delta.offset + start, text[start:end])
+        out.append(message("delta", delta_data(piece)))
+        start = end
+    return out
+
+
+def event_message(event: Event) -> bytes:
+    """One event as a message, or, when it is larger than a message can be, an
+    `event_too_large` error naming where to read it (the events page)."""
+    body = message(event.kind, event.model_dump(mode="json", exclude_none=True), event.seq)
+    if len(body) <= MAX_MESSAGE_BYTES:
+        return body
+    return message(
+        "error",
+        {
+            "code": "event_too_large",
+            "message": f"event {event.seq} is larger than a WebSocket message: read it "
+            f"from GET .../events?cursor={event.seq - 1}",
+            "seq": event.seq,
+        },
+    )
 
 
 def end_data(op_id: str, record: Any) -> dict[str, Any]:
@@ -82,21 +121,7 @@ def event_messages(event: Committed) -> list[tuple[int, bytes]]:
 
     shaped = [entry_event(entry) for entry in event.entries]
     shaped += [frame_event(f.element, f.response_id, f.round) for f in event.frames]
-    out: list[tuple[int, bytes]] = []
-    for item in sorted(shaped, key=lambda e: e.seq):
-        body = message(item.kind, item.model_dump(mode="json", exclude_none=True), item.seq)
-        if len(body) > MAX_MESSAGE_BYTES:
-            body = message(
-                "error",
-                {
-                    "code": "event_too_large",
-                    "message": f"event {item.seq} is larger than a WebSocket message: read it "
-                    f"from GET .../events?cursor={item.seq - 1}",
-                    "seq": item.seq,
-                },
-            )
-        out.append((item.seq, body))
-    return out
+    return [(item.seq, event_message(item)) for item in sorted(shaped, key=lambda e: e.seq)]
 
 
 @dataclass
@@ -243,10 +268,11 @@ class WebSocketPusher:
                 self._drop_stale_mark(session_id, op_id, watched)
         self._forget_gone(watched)
         watched.streaming = {delta.response_id: so_far}
-        body = message("delta", delta_data(delta))
+        bodies = delta_messages(delta)
         for connection in list(watched.subscribers):
             if (connection, delta.response_id) in watched.joined:
-                self._post(session_id, op_id, connection, body, delta=True)
+                for body in bodies:
+                    self._post(session_id, op_id, connection, body, delta=True)
             else:
                 self._catch_up_text(session_id, op_id, connection, delta.response_id, so_far)
 
@@ -356,8 +382,7 @@ class WebSocketPusher:
         so_far: Callable[[], str],
     ) -> None:
         self._connections_joined(session_id, op_id).add((connection, response_id))
-        for piece in whole_text(response_id, so_far()):
-            body = message("delta", delta_data(piece))
+        for body in delta_messages(LiveDelta(response_id, 0, so_far())):
             self._post(session_id, op_id, connection, body, delta=True)
 
     def _connections_joined(self, session_id: str, op_id: str) -> set[tuple[str, str]]:

@@ -30,7 +30,7 @@ from turnkeep.harness.state import (
     user_entry_id,
 )
 from turnkeep.live.connections import Connections
-from turnkeep.live.push import end_data, message
+from turnkeep.live.push import end_data, event_message, message
 from turnkeep.session_ids import SESSION_ID_PATTERN
 
 logger = logging.getLogger(__name__)
@@ -186,8 +186,7 @@ class WebSocketRoutes:
                     self._send(conn, message("status", {"turn_id": op, "status": page.status}))
                     first = False
                 for item in page.events:
-                    data = item.model_dump(mode="json", exclude_none=True)
-                    self._send(conn, message(item.kind, data, item.seq))
+                    self._send(conn, event_message(item))
                 cursor = page.next_cursor
                 if page.finished:
                     record = load_record(storage, op)
