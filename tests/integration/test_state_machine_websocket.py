@@ -6,7 +6,9 @@ moto's Step Functions interpreter push every new event through the management AP
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import boto3
@@ -351,3 +353,19 @@ def test_a_stale_mark_costs_one_subscriber_read_and_is_dropped(
     assert result.status == "completed"
     assert len(_subscriber_reads(log)) == 1
     assert op_id not in connections.read_mark(session).ops
+
+
+def test_an_unwatched_tool_turn_makes_the_requests_it_makes_without_a_websocket_api(
+    stack: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deps = _in_process(monkeypatch, "60000")
+    counts = []
+    for session, live in (("ws-tools-plain", None), ("ws-tools-pushing", deps.live)):
+        _start(session, f"op-{session}", 'call echo {"text": "ping"}')
+        with recording_aws_calls(lambda: "steps") as log:
+            result = resume_turn(replace(deps, live=live), session, f"op-{session}")
+        assert result.status == "completed"
+        counts.append(Counter(f"{c.service}:{c.operation}" for c in log.calls))
+
+    plain, pushing = counts
+    assert pushing == plain

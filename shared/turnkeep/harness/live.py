@@ -100,6 +100,9 @@ class EnvelopeWatch(Protocol):
         """A commit's envelope condition failed with `item` as it was: True when the sink's
         condition did it (a watcher came; the commit is to be tried again)."""
 
+    def may_watch(self, session_id: str, op_id: str) -> bool:
+        """False only when the sink knows nobody watches the turn (as of its last read)."""
+
 
 def seen_envelope(sink: LiveSink | None, session_id: str, item: Mapping[str, Any] | None) -> None:
     """Tell an `EnvelopeWatch` sink what the step read (guarded: never fails the step)."""
@@ -122,6 +125,14 @@ def guard_attached(
 def watched_since(sink: LiveSink | None, session_id: str, item: object) -> bool:
     """Whether an `EnvelopeWatch` sink's condition failed the commit (see the protocol)."""
     return isinstance(sink, EnvelopeWatch) and sink.watched_since(session_id, item)
+
+
+def may_watch(sink: LiveSink | None, session_id: str, op_id: str) -> bool:
+    """Whether someone may watch the turn through `sink` (an `EnvelopeWatch` sink may know
+    nobody does: then work done only for watchers is skipped)."""
+    if sink is None:
+        return False
+    return not isinstance(sink, EnvelopeWatch) or sink.may_watch(session_id, op_id)
 
 
 def drain_quietly(sink: LiveSink) -> None:

@@ -254,6 +254,12 @@ class WebSocketPusher:
         if not self._sender.drain():
             logger.warning("pushes still queued after %s s; the step ends anyway", DRAIN_SECONDS)
 
+    def may_watch(self, session_id: str, op_id: str) -> bool:
+        """False when the mark read last says nobody subscribed to the turn."""
+        mark = self._marks.get(session_id)
+        known = self._turns.get((session_id, op_id))
+        return mark is None or op_id in mark.ops or bool(known and known.subscribers)
+
     def delta(
         self, session_id: str, op_id: str, delta: LiveDelta, so_far: Callable[[], str]
     ) -> None:
