@@ -20,8 +20,8 @@ import boto3
 import pytest
 from joserfc.jwk import RSAKey
 
-from tests.integration.test_state_machine import TABLE, deploy
 from tests.support.lambda_host import load_function_module
+from tests.support.state_machine import TABLE, deploy
 from tests.support.ws_gateway import AUDIENCE, Gateway, running_gateway, start_websocket
 from turnkeep.aws_lambda import container
 from turnkeep.cli import ws

@@ -12,13 +12,11 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_state_machine import Deployed, _assert_ended, _run, deployed
 from tests.support.mcp_agent import REFERENCE, URL_ENV, fresh_agent_module
 from tests.support.mcp_servers import HttpMcpServer, free_port
+from tests.support.state_machine import Deployed, assert_ended, run_turn
 from turnkeep.aws_lambda import container
 from turnkeep.storage import open_storage
-
-__all__ = ["deployed"]  # the fixture, shared with the state machine's own tests
 
 
 @pytest.fixture
@@ -36,7 +34,7 @@ def test_a_turn_of_an_agent_calls_its_function_tool_and_an_mcp_tool_in_tool_step
     kb: HttpMcpServer, deployed: Deployed
 ) -> None:
     session = "sfn-mcp"
-    op_id, output = _run(
+    op_id, output = run_turn(
         deployed, session, 'call kb_lookup {"term": "deploy"}\ncall shout {"text": "go"}'
     )
     assert output["status"] == "completed"
@@ -50,7 +48,7 @@ def test_a_turn_of_an_agent_calls_its_function_tool_and_an_mcp_tool_in_tool_step
     assert kb.methods["tools/call"] == 1
     # One container (this process) listed once; every later step reused the listing.
     assert kb.methods["tools/list"] == 1
-    _assert_ended(deployed, session, op_id, "completed")
+    assert_ended(deployed, session, op_id, "completed")
 
 
 @pytest.mark.parametrize("deployed", ["STANDARD"], indirect=True)  # the retry waits 2 s
@@ -73,7 +71,7 @@ def test_a_model_step_that_cannot_list_the_server_is_retried_by_the_state_machin
 
     try:
         with deployed.replaced("ModelStepFunction", then_start):
-            op_id, output = _run(deployed, "sfn-mcp-late", 'call kb_lookup {"term": "x"}')
+            op_id, output = run_turn(deployed, "sfn-mcp-late", 'call kb_lookup {"term": "x"}')
     finally:
         if late.started:
             late.__exit__(None, None, None)
@@ -83,4 +81,4 @@ def test_a_model_step_that_cannot_list_the_server_is_retried_by_the_state_machin
     assert model_steps[1][1] == model_steps[0][1]  # the same input again
     assert all(error is None for _name, _event, error in model_steps[1:])
     assert late.methods["tools/call"] == 1
-    _assert_ended(deployed, "sfn-mcp-late", op_id, "completed")
+    assert_ended(deployed, "sfn-mcp-late", op_id, "completed")

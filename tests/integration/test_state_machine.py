@@ -12,34 +12,34 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 
-from tests.support.aws_template import load_template
 from tests.support.iam_policy import (
     Permission,
     checked_permissions,
     recording_aws_calls,
     stack_refs,
 )
-from tests.support.lambda_env import lambda_deployment
 from tests.support.lambda_host import (
-    ROOT,
     FakeContext,
-    LambdaHost,
-    dummy_zip,
-    hosted_lambdas,
     load_function_module,
 )
-from tools.sam_local.template import STATE_MACHINE, render
+from tests.support.state_machine import (
+    BUCKET,
+    TABLE,
+    USER,
+    Deployed,
+    api_event,
+    assert_ended,
+    run_turn,
+    scope_objects,
+    wait_for_executions,
+)
 from turnkeep.aws_lambda import container
 from turnkeep.harness import StartTurnInput, abort_turn, cancel_turn, start_turn
-from turnkeep.harness.state import op_scope
 from turnkeep.providers.base import (
     FatalModelError,
     Message,
@@ -61,176 +61,12 @@ from turnkeep.runtime.build import build_runtime
 from turnkeep.storage import open_storage
 from turnkeep.system_prompt import WORKING_NOTES_HEADING
 
-TABLE = "turnkeep-sessions"
-BUCKET = "turnkeep-progress"
-USER = "user-1"
-
-
-@dataclass
-class Deployed:
-    """The stack as moto holds it: clients, the state machine and the hosted handlers."""
-
-    sfn: Any
-    s3: Any
-    state_machine_arn: str
-    host: LambdaHost
-    storage_url: str
-    workflow_type: str
-    template: dict[str, Any]  # rendered for workflow_type
-
-    @contextmanager
-    def replaced(self, logical_id: str, handler: Callable[..., Any]) -> Iterator[None]:
-        """Inside the block the hosted function `logical_id` runs `handler`; its own code after."""
-        original = self.host.handlers[logical_id]
-        self.host.handlers[logical_id] = handler
-        try:
-            yield
-        finally:
-            self.host.handlers[logical_id] = original
-
-
-def _machine(template: dict[str, Any]) -> dict[str, Any]:
-    """The one state machine of a rendered template."""
-    [machine] = [r for r in template["Resources"].values() if r["Type"] == STATE_MACHINE]
-    return machine
-
-
-def _wiring(template: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    """Substitution name → (function logical id, handler attribute) from the template."""
-    machine = _machine(template)
-    wiring: dict[str, tuple[str, str]] = {}
-    for name, ref in machine["Properties"]["DefinitionSubstitutions"].items():
-        logical_id = ref["Fn::GetAtt"].split(".")[0]
-        props = template["Resources"][logical_id]["Properties"]
-        assert props["CodeUri"].rstrip("/") == "functions/turn_steps"
-        module, attribute = props["Handler"].split(".")
-        assert module == "app"
-        wiring[name] = (logical_id, attribute)
-    return wiring
-
-
-@pytest.fixture(params=["STANDARD", "EXPRESS"])
-def deployed(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[Deployed]:
-    with deploy(monkeypatch, request.param) as stack:
-        yield stack
-
-
-@contextmanager
-def deploy(monkeypatch: pytest.MonkeyPatch, workflow_type: str, **env: str) -> Iterator[Deployed]:
-    """The stack of template.yaml rendered for `workflow_type` under moto; `env` adds function
-    environment variables."""
-    storage_url = f"aws://?table={TABLE}&bucket={BUCKET}&prefix=tk"
-    template = render(load_template(), {"WorkflowType": workflow_type})
-    machine = _machine(template)["Properties"]
-    assert machine["Type"] == workflow_type
-    with lambda_deployment(
-        monkeypatch,
-        TABLE,
-        BUCKET,
-        template=template,
-        moto_config={
-            "stepfunctions": {"execute_state_machine": True},
-            "lambda": {"use_docker": False},
-        },
-        # Every stream event makes a frame: the scripted model answers within any interval,
-        # and these executions must write (and retire) progress objects as a real stream does.
-        TURNKEEP_FRAME_INTERVAL_MS="0",
-        TURNKEEP_WORKFLOW_TYPE=workflow_type,
-        **env,
-    ):
-        s3 = boto3.client("s3")
-        role = boto3.client("iam").create_role(
-            RoleName="turnkeep-test",
-            AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []}),
-        )["Role"]["Arn"]
-        awslambda = boto3.client("lambda")
-        app = load_function_module("turn_steps")
-        host = LambdaHost()
-        substitutions: dict[str, str] = {}
-        for name, (logical_id, attribute) in _wiring(template).items():
-            arn = awslambda.create_function(
-                FunctionName=logical_id,
-                Runtime="python3.12",
-                Role=role,
-                Handler=f"app.{attribute}",
-                Code={"ZipFile": dummy_zip()},
-            )["FunctionArn"]
-            substitutions[name] = arn
-            host.handlers[logical_id] = getattr(app, attribute)
-        definition = (ROOT / machine["DefinitionUri"]).read_text(encoding="utf-8")
-        for name, arn in substitutions.items():
-            definition = definition.replace("${" + name + "}", arn)
-        assert "${" not in definition
-        sfn = boto3.client("stepfunctions")
-        machine_arn = sfn.create_state_machine(
-            name="turnkeep-turn", definition=definition, roleArn=role, type=workflow_type
-        )["stateMachineArn"]
-        assert sfn.describe_state_machine(stateMachineArn=machine_arn)["type"] == workflow_type
-        container.reset_runtime()
-        with hosted_lambdas(host):
-            yield Deployed(sfn, s3, machine_arn, host, storage_url, workflow_type, template)
-
-
-def _run(
-    deployed: Deployed, session_id: str, text: str, *, model: str = "scripted"
-) -> tuple[str, dict[str, Any]]:
-    """Start a turn like the API does, run the execution to its end, return (op id, output)."""
-    deps = container.runtime().deps
-    if deps.envelopes.get(session_id) is None:
-        deps.envelopes.create(session_id, USER)
-    op_id = f"op-{len(deployed.host.calls)}-{time.monotonic_ns()}"
-    start_turn(
-        deps,
-        StartTurnInput(session_id=session_id, op_id=op_id, user_id=USER, text=text, model=model),
-    )
-    execution = deployed.sfn.start_execution(
-        stateMachineArn=deployed.state_machine_arn,
-        name=op_id,
-        input=json.dumps({"session_id": session_id, "op_id": op_id, "round": 0}),
-    )["executionArn"]
-    deadline = time.monotonic() + 60
-    while True:
-        described = deployed.sfn.describe_execution(executionArn=execution)
-        if described["status"] != "RUNNING" or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert described["status"] == "SUCCEEDED", described
-    return op_id, json.loads(described["output"])
-
-
-def _wait_for_executions(deployed: Deployed) -> None:
-    """Wait until no execution of the state machine is running (bounded)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        running = deployed.sfn.list_executions(
-            stateMachineArn=deployed.state_machine_arn, statusFilter="RUNNING"
-        )["executions"]
-        if not running:
-            return
-        time.sleep(0.05)
-    raise AssertionError("an execution is still running")
-
-
-def _assert_ended(deployed: Deployed, session: str, op_id: str, status: str) -> None:
-    """The turn ended `status`: its operation scope retired (no object left) and the envelope
-    says so."""
-    assert _scope_objects(deployed, session, op_id) == []
-    envelope = container.runtime().deps.envelopes.get(session)
-    assert envelope is not None
-    assert envelope.meta["turnStatus"] == status
-
-
-def _scope_objects(deployed: Deployed, session_id: str, op_id: str) -> list[str]:
-    listed = deployed.s3.list_objects_v2(Bucket=BUCKET, Prefix=f"tk/sessions/{session_id}/")
-    scope_id = op_scope(op_id).id
-    return [o["Key"] for o in listed.get("Contents", []) if scope_id in o["Key"]]
-
 
 def test_a_turn_with_two_parallel_tool_calls_runs_through_the_state_machine(
     deployed: Deployed,
 ) -> None:
     session = "sfn-tools"
-    op_id, output = _run(
+    op_id, output = run_turn(
         deployed,
         session,
         'call calculator {"expression": "6*7"}\ncall echo {"text": "hi"}',
@@ -244,15 +80,15 @@ def test_a_turn_with_two_parallel_tool_calls_runs_through_the_state_machine(
         entries = storage.scan_entries()
         texts = json.dumps([e.data for e in entries])
     assert "42" in texts
-    _assert_ended(deployed, session, op_id, "completed")
+    assert_ended(deployed, session, op_id, "completed")
 
 
 def test_a_note_written_in_one_execution_is_folded_into_the_next_turns_prompt(
     deployed: Deployed,
 ) -> None:
     session = "sfn-notes"
-    _run(deployed, session, "remember we deploy with SAM")
-    _op, output = _run(deployed, session, "what do you remember?")
+    run_turn(deployed, session, "remember we deploy with SAM")
+    _op, output = run_turn(deployed, session, "what do you remember?")
 
     assert output["status"] == "completed"
     envelope = container.runtime().deps.envelopes.get(session)
@@ -273,12 +109,12 @@ def test_a_step_that_crashes_is_caught_and_the_turn_fails_honestly_with_its_scop
         raise RuntimeError("disk on fire")
 
     with deployed.replaced("ToolStepFunction", broken):
-        op_id, output = _run(deployed, session, 'call echo {"text": "x"}')
+        op_id, output = run_turn(deployed, session, 'call echo {"text": "x"}')
 
     assert output["status"] == "failed"
     assert "disk on fire" in output["error"]
     assert deployed.host.calls[-1][0] == "FailTurnFunction"
-    _assert_ended(deployed, session, op_id, "failed")
+    assert_ended(deployed, session, op_id, "failed")
 
 
 def test_a_retryable_step_failure_is_retried_with_the_same_input(deployed: Deployed) -> None:
@@ -295,24 +131,12 @@ def test_a_retryable_step_failure_is_retried_with_the_same_input(deployed: Deplo
         return original(event, context)
 
     with deployed.replaced("FinishTurnFunction", flaky):
-        _op, output = _run(deployed, session, "hello there")
+        _op, output = run_turn(deployed, session, "hello there")
 
     assert output["status"] == "completed"
     finish_calls = [c for c in deployed.host.calls if c[0] == "FinishTurnFunction"]
     assert [c[2] for c in finish_calls] == ["RetryableStepError", None]
     assert finish_calls[0][1] == finish_calls[1][1]
-
-
-def _api_event(name: str, path: str, query: str = "", body: str | None = None) -> dict[str, Any]:
-    sample = ROOT / "events" / "api" / f"{name}.json"
-    event: dict[str, Any] = json.loads(sample.read_text(encoding="utf-8"))
-    event["rawPath"] = path
-    event["requestContext"]["http"]["path"] = path
-    event["rawQueryString"] = query
-    if body is not None:
-        event["body"] = body
-        event["headers"]["content-length"] = str(len(body.encode()))
-    return event
 
 
 def test_a_turn_started_through_the_api_lambda_runs_on_step_functions_and_streams_back(
@@ -329,10 +153,10 @@ def test_a_turn_started_through_the_api_lambda_runs_on_step_functions_and_stream
         return int(answer["statusCode"]), json.loads(answer["body"]) if answer["body"] else None
 
     session = "sample-session"  # the id in the sample events
-    status, _ = call(_api_event("create_session", "/sessions"))
+    status, _ = call(api_event("create_session", "/sessions"))
     assert status == 201
     status, started = call(
-        _api_event(
+        api_event(
             "start_turn",
             f"/sessions/{session}/turns",
             body=json.dumps({"text": 'call calculator {"expression": "6*7"}'}),
@@ -347,7 +171,7 @@ def test_a_turn_started_through_the_api_lambda_runs_on_step_functions_and_stream
     finished = False
     while not finished and time.monotonic() < deadline:
         status, page = call(
-            _api_event(
+            api_event(
                 "get_events",
                 f"/sessions/{session}/turns/{turn}/events",
                 f"cursor={cursor}&limit=100",
@@ -367,7 +191,7 @@ def test_a_turn_started_through_the_api_lambda_runs_on_step_functions_and_stream
     assert [e["role"] for e in entries] == ["user", "assistant", "tool", "assistant"]
     assert "42" in json.dumps(entries[-1]["parts"])
     # The turn reads as finished once finish_turn committed, a moment before its Lambda returns.
-    _wait_for_executions(deployed)
+    wait_for_executions(deployed)
     invoked = [name for name, _event, _error in deployed.host.calls]
     assert invoked.count("ModelStepFunction") == 2
     assert invoked[-1] == "FinishTurnFunction"
@@ -439,7 +263,7 @@ def test_a_fatal_model_error_ends_the_turn_through_fail_turn_from_model_with_its
 ) -> None:
     _use_provider(monkeypatch, _FatalModel())
     session = "sfn-fatal"
-    op_id, output = _run(deployed, session, "hello")
+    op_id, output = run_turn(deployed, session, "hello")
 
     assert output["status"] == "failed"
     # A context_length error with nothing older to compact is not retried, and says so.
@@ -453,7 +277,7 @@ def test_a_fatal_model_error_ends_the_turn_through_fail_turn_from_model_with_its
     ]
     fail_event = deployed.host.calls[-1][1]
     assert fail_event == {"session_id": session, "op_id": op_id, "error": output["error"]}
-    _assert_ended(deployed, session, op_id, "failed")
+    assert_ended(deployed, session, op_id, "failed")
 
 
 def test_a_model_round_cut_by_a_retryable_provider_error_is_retried_and_recorded_interrupted(
@@ -461,7 +285,7 @@ def test_a_model_round_cut_by_a_retryable_provider_error_is_retried_and_recorded
 ) -> None:
     _use_provider(monkeypatch, _DropsFirstStream())
     session = "sfn-dropped"
-    op_id, output = _run(deployed, session, "hello there")
+    op_id, output = run_turn(deployed, session, "hello there")
 
     assert output["status"] == "completed"
     model_calls = [(e, err) for name, e, err in deployed.host.calls if name == "ModelStepFunction"]
@@ -486,14 +310,14 @@ def test_a_cancel_during_the_tool_batch_ends_the_execution_in_turn_already_ended
         return original(event, context)
 
     with deployed.replaced("ToolStepFunction", cancel_then_run):
-        op_id, output = _run(deployed, session, 'call echo {"text": "never run"}')
+        op_id, output = run_turn(deployed, session, 'call echo {"text": "never run"}')
 
     assert output["model"]["next"] == "done"
     assert output["model"]["status"] == "aborted"
     invoked = [name for name, _event, _error in deployed.host.calls]
     assert invoked == ["ModelStepFunction", "ToolStepFunction", "ModelStepFunction"]
     assert deployed.host.calls[1][2] is None  # the tool step skipped, it did not fail
-    _assert_ended(deployed, session, op_id, "aborted")
+    assert_ended(deployed, session, op_id, "aborted")
 
 
 def test_an_execution_that_finds_its_turn_ended_repairs_an_envelope_left_running(
@@ -515,7 +339,7 @@ def test_an_execution_that_finds_its_turn_ended_repairs_an_envelope_left_running
         name=op_id,
         input=json.dumps({"session_id": session, "op_id": op_id, "round": 0}),
     )["executionArn"]
-    _wait_for_executions(deployed)
+    wait_for_executions(deployed)
 
     described = deployed.sfn.describe_execution(executionArn=execution)
     assert described["status"] == "SUCCEEDED"
@@ -546,12 +370,12 @@ def test_an_unknown_next_action_fails_the_turn_instead_of_ending_the_execution_s
         return {**original(event, context), "next": "teleport"}
 
     with deployed.replaced("ModelStepFunction", garbled):
-        op_id, output = _run(deployed, session, "hello")
+        op_id, output = run_turn(deployed, session, "hello")
 
     assert output["status"] == "failed"
     assert "UnknownNextAction" in output["error"]
     assert deployed.host.calls[-1][0] == "FailTurnFunction"
-    assert _scope_objects(deployed, session, op_id) == []
+    assert scope_objects(deployed, session, op_id) == []
 
 
 def test_a_call_id_the_model_reuses_in_a_later_round_runs_the_tool_again(
@@ -559,7 +383,7 @@ def test_a_call_id_the_model_reuses_in_a_later_round_runs_the_tool_again(
 ) -> None:
     _use_provider(monkeypatch, _ReusesCallIds())
     session = "sfn-reused-ids"
-    op_id, output = _run(deployed, session, "go")
+    op_id, output = run_turn(deployed, session, "go")
 
     assert output["status"] == "completed"
     tool_events = [e for name, e, _err in deployed.host.calls if name == "ToolStepFunction"]
@@ -582,16 +406,16 @@ def test_every_aws_call_of_each_function_is_allowed_by_its_template_policy(
     template = deployed.template
     refs = stack_refs(TABLE, BUCKET, deployed.state_machine_arn.rsplit(":", 1)[-1])
     with recording_aws_calls(deployed.host.current_function) as log:
-        _run(
+        run_turn(
             deployed, "iam-tools", 'call calculator {"expression": "1+1"}\ncall echo {"text": "a"}'
         )
-        _run(deployed, "iam-tools", "remember the IAM test ran")
+        run_turn(deployed, "iam-tools", "remember the IAM test ran")
 
         def broken(event: dict[str, Any], context: Any) -> Any:
             raise RuntimeError("tool host unreachable")
 
         with deployed.replaced("ToolStepFunction", broken):
-            _run(deployed, "iam-crash", 'call echo {"text": "x"}')
+            run_turn(deployed, "iam-crash", 'call echo {"text": "x"}')
 
         api = load_function_module("api")
 
@@ -601,14 +425,14 @@ def test_every_aws_call_of_each_function_is_allowed_by_its_template_policy(
             return int(answer["statusCode"])
 
         session = "sample-session"
-        assert call(_api_event("create_session", "/sessions")) == 201
-        start = _api_event("start_turn", f"/sessions/{session}/turns", body='{"text": "hi"}')
+        assert call(api_event("create_session", "/sessions")) == 201
+        start = api_event("start_turn", f"/sessions/{session}/turns", body='{"text": "hi"}')
         assert call(start) == 202
-        _wait_for_executions(deployed)
+        wait_for_executions(deployed)
         # What a crashed retirement left behind: the delete must be allowed to remove it.
         leftover = f"tk/sessions/{session}/scopes/op-crashed/00000000000000000001.json"
         deployed.s3.put_object(Bucket=BUCKET, Key=leftover, Body=b"{}")
-        delete = _api_event("create_session", f"/sessions/{session}")
+        delete = api_event("create_session", f"/sessions/{session}")
         delete["requestContext"]["http"]["method"] = "DELETE"
         delete["body"] = None
         delete["headers"].pop("content-length", None)

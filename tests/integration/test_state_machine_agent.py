@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - the `deployed` fixture is imported from test_state_machine and requested
 """The example agent on Step Functions: the real definition executed by moto and the real
 handlers with TURNKEEP_AGENT set as the template's AgentRef sets it. Its sync and async function
 tools run in the tool step, its gated tool waits for an approval through the API Lambda, and a
@@ -14,14 +13,15 @@ from pathlib import Path
 import pytest
 from turnkeep_agents.release_assistant.docs_server import build_server
 
-from tests.integration.test_state_machine import (  # noqa: F401 - `deployed` is a fixture
-    Deployed,
-    _run,
-    deployed,
-)
-from tests.integration.test_state_machine_approvals import _api, _finished, _tool_results
 from tests.support.lambda_host import load_function_module
 from tests.support.mcp_servers import HttpMcpServer
+from tests.support.state_machine import (
+    Deployed,
+    api_caller,
+    finished_execution,
+    run_turn,
+    tool_results,
+)
 from turnkeep.aws_lambda import container
 from turnkeep.harness.state import load_head, load_state
 from turnkeep.harness.transcript import branch_messages
@@ -51,7 +51,7 @@ def with_agent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path
 def test_the_example_agents_function_tools_run_in_the_tool_steps(
     deployed: Deployed, with_agent: Path
 ) -> None:
-    op_id, _output = _run(
+    op_id, _output = run_turn(
         deployed,
         "rel-sfn",
         'call lookup_ticket {"ticket_id": "REL-102"}\ncall check_ci {"branch": "main", "limit": 1}',
@@ -78,7 +78,7 @@ def test_the_example_agents_function_tools_run_in_the_tool_steps(
 def test_the_example_agents_gated_tool_waits_for_an_approval_through_the_api_lambda(
     deployed: Deployed, with_agent: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    call = _api(deployed, monkeypatch)
+    call = api_caller(deployed, monkeypatch)
     assert call("POST", "/sessions", {"session_id": SESSION})[0] == 201
     status, started = call(
         "POST",
@@ -104,8 +104,8 @@ def test_the_example_agents_gated_tool_waits_for_an_approval_through_the_api_lam
     )
 
     assert decided[0] == 202, decided
-    assert _finished(deployed, turn)["status"] == "SUCCEEDED"
-    (result,) = _tool_results(call, turn)
+    assert finished_execution(deployed, turn)["status"] == "SUCCEEDED"
+    (result,) = tool_results(call, turn)
     assert result["content"].startswith("published 2.4.0 to the internal changelog")
     assert len(with_agent.read_text().splitlines()) == 1
 

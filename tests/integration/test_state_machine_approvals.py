@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - the `deployed` fixture is imported from test_state_machine and requested
 """Approvals on Step Functions: the real definition executed by moto, the real step handlers and
 the API Lambda. The execution waits on `.waitForTaskToken` (token kept in the operation scope);
 the approval route records the decision and sends SendTaskSuccess; the timeout is the wait's own.
@@ -8,61 +7,33 @@ EXPRESS deployment does with a call needing approval.
 
 from __future__ import annotations
 
-import copy
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from tests.integration.test_state_machine import (  # noqa: F401 - `deployed` is a fixture
-    BUCKET,
-    TABLE,
-    Deployed,
-    _api_event,
-    deployed,
-)
 from tests.support.iam_policy import (
     checked_permissions,
     recording_aws_calls,
     stack_refs,
 )
-from tests.support.lambda_host import FakeContext, load_function_module
+from tests.support.lambda_host import FakeContext
+from tests.support.state_machine import (
+    BUCKET,
+    SESSION,
+    TABLE,
+    Call,
+    Deployed,
+    api_caller,
+    finished_execution,
+    tool_results,
+)
 from turnkeep.aws_lambda import container
 from turnkeep.harness.approvals import token_address
 
 # The `deployed` fixture runs on both workflow types; a task-token wait exists only on STANDARD.
 STANDARD_ONLY = pytest.mark.parametrize("deployed", ["STANDARD"], indirect=True)
-
-SESSION = "sample-session"  # the sample events' session, owned by their `sub`
-
-Call = Callable[[str, str, dict[str, Any] | None], tuple[int, Any]]
-
-
-def _api(deployed: Deployed, monkeypatch: pytest.MonkeyPatch) -> Call:
-    monkeypatch.setenv("TURNKEEP_STATE_MACHINE_ARN", deployed.state_machine_arn)
-    api = load_function_module("api")
-    sample = _api_event("start_turn", "/")
-
-    def call(method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
-        event = copy.deepcopy(sample)
-        path, _, query = path.partition("?")
-        event["rawPath"] = event["requestContext"]["http"]["path"] = path
-        event["rawQueryString"] = query
-        event["requestContext"]["http"]["method"] = method
-        if body is None:
-            event["body"] = None
-            event["headers"].pop("content-length", None)
-        else:
-            event["body"] = json.dumps(body)
-            event["headers"]["content-length"] = str(len(event["body"].encode()))
-        with deployed.host.acting_as("ApiFunction"):
-            answer = api.handler(event, FakeContext(function_name="ApiFunction"))
-        text = answer["body"]
-        return int(answer["statusCode"]), json.loads(text) if text else None
-
-    return call
 
 
 def _paused(call: Call, text: str) -> tuple[str, dict[str, Any]]:
@@ -101,24 +72,6 @@ def _decide(call: Call, turn: str, pending: dict[str, Any], decision: str) -> tu
     )
 
 
-def _finished(deployed: Deployed, turn: str) -> dict[str, Any]:
-    execution = f"{deployed.state_machine_arn.replace(':stateMachine:', ':execution:')}:{turn}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        described: dict[str, Any] = deployed.sfn.describe_execution(executionArn=execution)
-        if described["status"] != "RUNNING":
-            return described
-        time.sleep(0.05)
-    raise AssertionError("the execution did not end")
-
-
-def _tool_results(call: Call, turn: str) -> list[dict[str, Any]]:
-    page = call("GET", f"/sessions/{SESSION}/turns/{turn}/events?limit=100", None)[1]
-    return [
-        part for event in page["events"] if event.get("role") == "tool" for part in event["parts"]
-    ]
-
-
 def _tool_runs(deployed: Deployed) -> list[dict[str, Any]]:
     return [
         event
@@ -131,19 +84,19 @@ def _tool_runs(deployed: Deployed) -> list[dict[str, Any]]:
 def test_an_approval_through_the_api_lambda_resumes_the_waiting_execution_and_the_tool_runs_once(
     deployed: Deployed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    call = _api(deployed, monkeypatch)
+    call = api_caller(deployed, monkeypatch)
     turn, pending = _paused(call, 'call echo {"text": "approved hello"}')
     assert pending["tool"] == "echo"
     view = call("GET", f"/sessions/{SESSION}/turns/{turn}", None)[1]
     assert view["status"] == "awaiting_approval"
 
     status, _ = _decide(call, turn, pending, "approve")
-    described = _finished(deployed, turn)
+    described = finished_execution(deployed, turn)
     again, _ = _decide(call, turn, pending, "approve")
 
     assert status == 202
     assert described["status"] == "SUCCEEDED", described
-    results = _tool_results(call, turn)
+    results = tool_results(call, turn)
     assert [r["content"] for r in results] == ["approved hello"]
     assert [e["approval"] for e in _tool_runs(deployed)] == ["none", "decided"]
     assert call("GET", f"/sessions/{SESSION}/turns/{turn}", None)[1]["status"] == "completed"
@@ -154,7 +107,7 @@ def test_an_approval_through_the_api_lambda_resumes_the_waiting_execution_and_th
 def test_a_denial_resumes_the_execution_and_the_model_gets_the_reason(
     deployed: Deployed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    call = _api(deployed, monkeypatch)
+    call = api_caller(deployed, monkeypatch)
     turn, pending = _paused(call, 'call echo {"text": "x"}')
 
     status, _ = call(
@@ -162,11 +115,11 @@ def test_a_denial_resumes_the_execution_and_the_model_gets_the_reason(
         f"/sessions/{SESSION}/turns/{turn}/approvals/{pending['call_id']}",
         {"decision": "deny", "reason": "wrong recipient"},
     )
-    described = _finished(deployed, turn)
+    described = finished_execution(deployed, turn)
 
     assert status == 202
     assert described["status"] == "SUCCEEDED", described
-    [result] = _tool_results(call, turn)
+    [result] = tool_results(call, turn)
     assert result["is_error"] is True
     assert "wrong recipient" in result["content"]
 
@@ -177,13 +130,13 @@ def test_a_wait_nobody_answers_times_out_into_a_denial(
 ) -> None:
     monkeypatch.setenv("TURNKEEP_APPROVAL_TIMEOUT_SECONDS", "2")
     container.reset_runtime()
-    call = _api(deployed, monkeypatch)
+    call = api_caller(deployed, monkeypatch)
     turn, _pending = _paused(call, 'call echo {"text": "x"}')
 
-    described = _finished(deployed, turn)
+    described = finished_execution(deployed, turn)
 
     assert described["status"] == "SUCCEEDED", described
-    [result] = _tool_results(call, turn)
+    [result] = tool_results(call, turn)
     assert "timed out" in result["content"]
     assert [e["approval"] for e in _tool_runs(deployed)] == ["none", "timed_out"]
 
@@ -192,11 +145,11 @@ def test_a_wait_nobody_answers_times_out_into_a_denial(
 def test_a_cancel_while_waiting_aborts_the_turn_and_ends_the_execution(
     deployed: Deployed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    call = _api(deployed, monkeypatch)
+    call = api_caller(deployed, monkeypatch)
     turn, pending = _paused(call, 'call echo {"text": "x"}')
 
     status, cancelled = call("POST", f"/sessions/{SESSION}/turns/{turn}/cancel", None)
-    described = _finished(deployed, turn)
+    described = finished_execution(deployed, turn)
     late, _ = _decide(call, turn, pending, "approve")
 
     assert status == 202
@@ -215,12 +168,12 @@ def test_every_aws_call_of_an_approval_is_allowed_by_the_template_policies(
     that finds nothing left to wait for), checked against template.yaml's statements."""
     template = deployed.template
     refs = stack_refs(TABLE, BUCKET, deployed.state_machine_arn.rsplit(":", 1)[-1])
-    call = _api(deployed, monkeypatch)
+    call = api_caller(deployed, monkeypatch)
     with recording_aws_calls(deployed.host.current_function) as log:
         turn, pending = _paused(call, 'call echo {"text": "x"}')
         path = f"/sessions/{SESSION}/turns/{turn}/approvals/{pending['call_id']}"
         assert call("POST", path, {"decision": "approve"})[0] == 202
-        _finished(deployed, turn)
+        finished_execution(deployed, turn)
         late_wait = {
             "session_id": SESSION,
             "op_id": turn,
@@ -244,7 +197,7 @@ def test_every_aws_call_of_an_approval_is_allowed_by_the_template_policies(
 def test_under_express_a_call_needing_approval_fails_clearly_and_the_turn_goes_on(
     deployed: Deployed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    call = _api(deployed, monkeypatch)
+    call = api_caller(deployed, monkeypatch)
     assert call("POST", "/sessions", {"session_id": SESSION})[0] == 201
     assert call("PUT", f"/sessions/{SESSION}/meta", {"toolApproval": "echo"})[0] == 200
     status, started = call(
@@ -253,10 +206,10 @@ def test_under_express_a_call_needing_approval_fails_clearly_and_the_turn_goes_o
     assert status == 202, started
     turn = started["turn_id"]
 
-    described = _finished(deployed, turn)
+    described = finished_execution(deployed, turn)
 
     assert described["status"] == "SUCCEEDED", described
-    [result] = _tool_results(call, turn)
+    [result] = tool_results(call, turn)
     assert result["is_error"] is True
     assert "approvals need WorkflowType STANDARD" in result["content"]
     assert "never sent" not in result["content"]  # the tool did not run

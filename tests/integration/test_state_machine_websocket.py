@@ -15,7 +15,6 @@ import boto3
 import pytest
 from moto.apigatewaymanagementapi.models import apigatewaymanagementapi_backends
 
-from tests.integration.test_state_machine import BUCKET, TABLE, USER, Deployed, deploy
 from tests.support.iam_policy import (
     ACCOUNT,
     REGION,
@@ -29,6 +28,7 @@ from tests.support.iam_policy import (
     stack_refs,
 )
 from tests.support.lambda_host import FakeContext, load_function_module
+from tests.support.state_machine import BUCKET, TABLE, USER, Deployed, deploy
 from turnkeep.aws_lambda import container
 from turnkeep.cli.sse import apply_delta
 from turnkeep.events import turn_events

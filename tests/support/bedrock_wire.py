@@ -80,8 +80,9 @@ def exception_event(name: str, message: str) -> bytes:
 
 @dataclass
 class Answer:
-    """One response: event frames (optionally cut after `drop_after`), a Converse JSON body, or
-    an HTTP error (`status` != 200 with `error_type` and `error_message`)."""
+    """One response: event frames (optionally cut after `drop_after`, optionally `pace_seconds`
+    apart: a slow model), a Converse JSON body, or an HTTP error (`status` != 200 with
+    `error_type` and `error_message`)."""
 
     frames: list[bytes] = field(default_factory=list)
     drop_after: int | None = None
@@ -89,6 +90,7 @@ class Answer:
     error_type: str = ""
     error_message: str = ""
     json_body: dict[str, Any] | None = None
+    pace_seconds: float = 0.0
 
 
 @dataclass
@@ -131,6 +133,9 @@ class BedrockWire:
         self.invalid: list[str] = []
         self.responder = responder
         self.rules = list(rules or [])
+        self.client_gone = threading.Event()
+        """Set when a client closed its connection before a stream's frames were all written."""
+        self._stopping = threading.Event()
         wire = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -197,8 +202,15 @@ class BedrockWire:
                         self.connection.shutdown(socket.SHUT_RDWR)
                         self.close_connection = True
                         return
-                    self.wfile.write(b"%x\r\n" % len(data) + data + b"\r\n")
-                    self.wfile.flush()
+                    if answer.pace_seconds and wire._stopping.wait(answer.pace_seconds):
+                        return
+                    try:
+                        self.wfile.write(b"%x\r\n" % len(data) + data + b"\r\n")
+                        self.wfile.flush()
+                    except (BrokenPipeError, ConnectionResetError):
+                        wire.client_gone.set()
+                        self.close_connection = True
+                        return
                 self.wfile.write(b"0\r\n\r\n")
 
         self._server = _Server(("127.0.0.1", 0), Handler)
@@ -227,6 +239,7 @@ class BedrockWire:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._stopping.set()
         self._server.shutdown()
         self._server.server_close()
 

@@ -64,6 +64,7 @@ class Reply:
     `status`/`json_body`: a plain JSON response instead (errors, non-streamed completions).
     `drop_after`: close the socket after this many events, without ending the chunked body.
     `hang`: block until the server stops (for client timeouts).
+    `pace_seconds`: wait this long before each event (a slow model, for abandoned streams).
     """
 
     events: list[dict[str, Any] | str] = field(default_factory=list)
@@ -71,6 +72,7 @@ class Reply:
     json_body: Any = None
     drop_after: int | None = None
     hang: bool = False
+    pace_seconds: float = 0.0
 
 
 @dataclass
@@ -87,6 +89,8 @@ class ChatServer:
         self.replies: list[Reply] = []
         self.requests: list[RecordedRequest] = []
         self.responder = responder
+        self.client_gone = threading.Event()
+        """Set when a client closed its connection before a streamed reply was all written."""
         self._release = threading.Event()
         self._server = _Server(("127.0.0.1", 0), self._handler_class())
         self._thread = threading.Thread(
@@ -171,10 +175,17 @@ class ChatServer:
                         self.connection.shutdown(socket.SHUT_RDWR)
                         self.close_connection = True
                         return
+                    if reply.pace_seconds and server._release.wait(reply.pace_seconds):
+                        return
                     payload = event if isinstance(event, str) else json.dumps(event)
                     data = f"data: {payload}\n\n".encode()
-                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                    self.wfile.flush()
+                    try:
+                        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                        self.wfile.flush()
+                    except (BrokenPipeError, ConnectionResetError):
+                        server.client_gone.set()
+                        self.close_connection = True
+                        return
                 self.wfile.write(b"0\r\n\r\n")
 
         return Handler

@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
-from tests.support.api_client import OTHER, ApiHarness, auth, make_harness
-
-
-@pytest.fixture
-def api() -> Iterator[ApiHarness]:
-    yield from make_harness()
+from tests.support.api_client import OTHER, ApiHarness, auth
 
 
 def _gated_session(api: ApiHarness, policy: str = "echo") -> str:

@@ -3,16 +3,9 @@ with 400 `duplicate_header` before authentication or the body is judged; nothing
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from tests.support.api_client import ApiHarness, make_harness
-
-
-@pytest.fixture
-def api() -> Iterator[ApiHarness]:
-    yield from make_harness()
+from tests.support.api_client import ApiHarness
 
 
 @pytest.mark.parametrize(

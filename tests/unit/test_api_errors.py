@@ -25,11 +25,6 @@ from turnkeep.runtime.settings import TurnkeepSettings
 
 
 @pytest.fixture
-def api() -> Iterator[ApiHarness]:
-    yield from make_harness()
-
-
-@pytest.fixture
 def small_body_api() -> Iterator[ApiHarness]:
     yield from make_harness(settings=ApiSettings(max_body_bytes=2048))
 

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from tests.support.api_client import ApiHarness, auth, make_harness
+from tests.support.api_client import ApiHarness, auth
 
 EVIL = {"Host": "evil.example"}
-
-
-@pytest.fixture
-def api() -> Iterator[ApiHarness]:
-    yield from make_harness()
 
 
 @pytest.mark.parametrize("method", ["GET", "DELETE", "PUT", "POST"])

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from tests.support.api_client import OTHER, USER, ApiHarness, auth, make_harness
+from tests.support.api_client import OTHER, USER, ApiHarness, auth
+from turnkeep.envelope.caps import WORKING_NOTES_MAX_BYTES
 from turnkeep.storage import (
     append_list,
     ephemeral_scope,
@@ -14,17 +13,6 @@ from turnkeep.storage import (
     open_storage,
     value_list,
 )
-
-
-@pytest.fixture
-def api() -> Iterator[ApiHarness]:
-    yield from make_harness()
-
-
-@pytest.fixture
-def paused_api() -> Iterator[ApiHarness]:
-    """Turns are started and launched but nothing drives them."""
-    yield from make_harness(run_turns=False)
 
 
 def test_create_session_returns_201_with_the_callers_envelope_view(api: ApiHarness) -> None:
@@ -126,10 +114,14 @@ def test_put_meta_with_a_bad_value_is_422_naming_the_key(api: ApiHarness) -> Non
 def test_notes_endpoint_shows_what_the_notes_tools_wrote(api: ApiHarness) -> None:
     sid = api.session()
     empty = api.client.get(f"/sessions/{sid}/notes", headers=auth()).json()
-    assert empty == {"notes": None, "bytes": 0}
+    assert empty == {"notes": None, "bytes": 0, "max_bytes": WORKING_NOTES_MAX_BYTES}
     api.start(sid, "remember we chose SQLite")
     notes = api.client.get(f"/sessions/{sid}/notes", headers=auth()).json()
-    assert notes == {"notes": "we chose SQLite", "bytes": len("we chose SQLite")}
+    assert notes == {
+        "notes": "we chose SQLite",
+        "bytes": len("we chose SQLite"),
+        "max_bytes": WORKING_NOTES_MAX_BYTES,
+    }
 
 
 def test_notes_endpoint_is_read_only(api: ApiHarness) -> None:

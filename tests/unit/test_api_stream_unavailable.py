@@ -3,16 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
-from tests.support.api_client import ApiHarness, make_harness
-
-
-@pytest.fixture
-def api() -> Iterator[ApiHarness]:
-    yield from make_harness()
+from tests.support.api_client import ApiHarness
 
 
 def test_the_stream_route_without_a_hub_answers_501_naming_the_alternatives(

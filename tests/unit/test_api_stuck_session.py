@@ -7,23 +7,17 @@ start-up recovery must then see (and leave) the envelope saying the turn ended.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.api_client import ApiHarness, auth, make_harness
+from tests.support.api_client import ApiHarness, auth
 from turnkeep.api.__main__ import resume_unfinished
 from turnkeep.api.launch import LocalLauncher
 from turnkeep.harness import run_turn
 from turnkeep.providers.scripted import ScriptedProvider
 from turnkeep.runtime.build import build_runtime
 from turnkeep.runtime.settings import TurnkeepSettings
-
-
-@pytest.fixture
-def api() -> Iterator[ApiHarness]:
-    yield from make_harness()
 
 
 def _stuck_session(api: ApiHarness, status: str = "running") -> tuple[str, str]:

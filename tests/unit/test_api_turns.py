@@ -45,16 +45,6 @@ class FakeClock:
         return self.now
 
 
-@pytest.fixture
-def api() -> Iterator[ApiHarness]:
-    yield from make_harness()
-
-
-@pytest.fixture
-def paused_api() -> Iterator[ApiHarness]:
-    yield from make_harness(run_turns=False)
-
-
 def _events(api: ApiHarness, sid: str, turn: str, **params: Any) -> dict[str, Any]:
     response = api.client.get(f"/sessions/{sid}/turns/{turn}/events", params=params, headers=auth())
     assert response.status_code == 200, response.text

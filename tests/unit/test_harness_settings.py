@@ -34,7 +34,7 @@ def test_environment_variables_with_the_prefix_override_the_defaults(
     settings = TurnkeepSettings()
 
     assert settings.storage_url_or_local() == "memory://x"
-    assert settings.max_steps == 3
+    assert settings.limits.max_steps == 3
     assert settings.model == "bedrock:some-model"
 
 
@@ -96,7 +96,7 @@ def test_variable_names_match_in_any_case_and_keyword_arguments_win(
 
     settings = TurnkeepSettings(model="scripted")
 
-    assert settings.max_steps == 7
+    assert settings.limits.max_steps == 7
     assert settings.model == "scripted"
 
 
@@ -141,3 +141,69 @@ def test_a_lambda_runtime_is_built_without_importing_pydantic_settings(tmp_path:
     )
 
     assert done.stdout.strip() == "[]"
+
+
+def test_every_turn_limit_is_a_setting_of_the_same_name_declared_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from turnkeep.harness import HarnessLimits
+
+    monkeypatch.setenv("TURNKEEP_TOOL_PARALLELISM", "2")
+    monkeypatch.setenv("TURNKEEP_MAX_TOOL_CALLS_PER_ROUND", "9")
+
+    settings = TurnkeepSettings(model_retries=5)
+
+    assert isinstance(settings.limits, HarnessLimits)
+    assert (settings.limits.tool_parallelism, settings.limits.max_tool_calls_per_round) == (2, 9)
+    assert settings.limits.model_retries == 5
+    # The settings declare none of the limits again: they hold them as one HarnessLimits.
+    assert set(HarnessLimits.model_fields).isdisjoint(TurnkeepSettings.model_fields)
+
+
+def test_limits_given_as_an_object_win_over_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from turnkeep.harness import HarnessLimits
+
+    monkeypatch.setenv("TURNKEEP_MAX_STEPS", "3")
+
+    settings = TurnkeepSettings(limits=HarnessLimits(max_steps=9))
+
+    assert settings.limits.max_steps == 9
+
+
+def test_the_same_bounds_hold_for_a_limit_set_by_variable_or_in_code() -> None:
+    from turnkeep.harness import HarnessLimits
+
+    with pytest.raises(ValidationError, match="max_steps"):
+        TurnkeepSettings(max_steps=1001)
+    with pytest.raises(ValidationError, match="max_steps"):
+        HarnessLimits(max_steps=1001)
+
+
+def test_a_bad_limit_variable_is_one_config_line_naming_its_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from turnkeep.runtime.config_errors import ConfigError, load_settings
+
+    monkeypatch.setenv("TURNKEEP_TOOL_PARALLELISM", "0")
+
+    with pytest.raises(ConfigError) as raised:
+        load_settings(TurnkeepSettings)
+
+    assert "TURNKEEP_TOOL_PARALLELISM" in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+def test_a_keep_share_over_the_threshold_set_by_variables_is_one_config_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from turnkeep.runtime.config_errors import ConfigError, load_settings
+
+    monkeypatch.setenv("TURNKEEP_CONTEXT_THRESHOLD", "0.5")
+    monkeypatch.setenv("TURNKEEP_CONTEXT_KEEP", "0.7")
+
+    with pytest.raises(ConfigError, match="must not exceed context_threshold") as raised:
+        load_settings(TurnkeepSettings)
+
+    assert "\n" not in str(raised.value)

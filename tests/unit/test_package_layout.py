@@ -62,9 +62,12 @@ def test_turnkeeps_packages_and_root_modules_import_each_other_without_cycles() 
     assert _cycles(graph) == []
 
 
-ROOT_MODULES = {"__init__", "aws_clients", "session_ids", "system_prompt"}
+ROOT_MODULES = {"__init__", "aws_clients", "session_ids", "system_prompt", "turn_rules"}
 """Shared by several layers: the AWS client cache (storage, envelope, aws_lambda), the
-session-id rule (storage, envelope, api), the system-prompt fold (providers, notes, harness)."""
+session-id rule (storage, envelope, api), the system-prompt fold (providers, notes, harness),
+the turn-id rule and the turn-status set (harness, envelope, api, live, cli)."""
+RULES = {"session_ids", "turn_rules"}
+"""The bottom room: rules every layer may read, which themselves read nothing of turnkeep."""
 ENGINE = {"storage", "envelope", "providers", "tools", "mcp", "notes", "agent", "harness"}
 VIEWS = {"events"}
 """The event views (turn status, event pages, each entry as an event): what `api` and `live`
@@ -87,6 +90,13 @@ def test_the_engine_never_imports_the_runtime_or_an_entry_point() -> None:
         assert graph[unit] & {"runtime", *VIEWS, *ENTRY_POINTS} == set(), unit
     assert graph["runtime"] & ENTRY_POINTS == set()
     assert not any("aws_lambda" in edges for edges in graph.values())  # only functions/ use it
+
+
+def test_the_rules_modules_import_nothing_of_turnkeep() -> None:
+    graph = import_graph()
+
+    for unit in RULES:
+        assert graph[unit] == set(), unit
 
 
 def test_the_event_views_sit_below_the_http_and_websocket_apis() -> None:

@@ -151,7 +151,7 @@ def test_a_turn_within_the_default_caps_fits_the_execution_history_limit() -> No
         if r["Type"] == "AWS::Serverless::Function"
     ]
     assert not any("TURNKEEP_MAX_STEPS" in env for env in environments)  # else bound it here
-    max_steps = TurnkeepSettings.model_fields["max_steps"].default
+    max_steps = TurnkeepSettings().limits.max_steps
     calls = HarnessLimits.model_fields["max_tool_calls_per_round"].default
     events = max_steps * (13 + 7 * calls) + 20
     assert events * 2 <= 25_000  # room for retries (3 events each) and the terminal steps

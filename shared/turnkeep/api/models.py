@@ -15,8 +15,9 @@ from turnkeep.events.models import (  # the event read models, served by this AP
     TurnView,
 )
 from turnkeep.session_ids import SESSION_ID_PATTERN
+from turnkeep.turn_rules import OP_ID_PATTERN
 
-TURN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$"
+TURN_ID_PATTERN = OP_ID_PATTERN
 """Turn (operation) ids: the harness rule, 1-100 characters."""
 
 MetaValue = StrictStr | StrictInt | StrictFloat | StrictBool
@@ -153,7 +154,8 @@ class NotesView(BaseModel):
     """The session's working notes (read-only here: the tools are the only writers)."""
 
     notes: str | None
-    bytes: int
+    bytes: int = Field(description="the notes' size in UTF-8 bytes")
+    max_bytes: int = Field(description="the cap an update may not exceed (UTF-8 bytes)")
 
 
 __all__ = [

@@ -25,10 +25,11 @@ from turnkeep.envelope import (
     EnvelopeExistsError,
     MetaValidationError,
 )
+from turnkeep.envelope.caps import WORKING_NOTES_MAX_BYTES
 from turnkeep.events import CURSOR_MAX, transcript_page
 from turnkeep.harness import reconcile_envelope
-from turnkeep.harness.state import STARTABLE_STATUSES
 from turnkeep.storage import open_repository
+from turnkeep.turn_rules import STARTABLE_STATUSES
 
 router = APIRouter(
     prefix="/sessions", tags=["sessions"], responses=error_responses(400, 401, 405, 503)
@@ -177,7 +178,11 @@ def put_meta(
 def get_notes(ctx: Ctx, user: User, session_id: SessionId) -> NotesView:
     """The working notes (read-only: only the working_notes_* tools write them)."""
     notes = ctx.owned(user, session_id).working_notes
-    return NotesView(notes=notes, bytes=len(notes.encode("utf-8")) if notes else 0)
+    return NotesView(
+        notes=notes,
+        bytes=len(notes.encode("utf-8")) if notes else 0,
+        max_bytes=WORKING_NOTES_MAX_BYTES,
+    )
 
 
 @router.get(

@@ -37,6 +37,7 @@ from turnkeep.harness import (
 from turnkeep.harness.envelope_io import attachable
 from turnkeep.harness.state import head_address, user_entry_id
 from turnkeep.storage import Storage
+from turnkeep.turn_rules import is_active
 
 logger = logging.getLogger("turnkeep.api")
 
@@ -161,7 +162,7 @@ def start(
             model=_turn_model(ctx, body, envelope),
             model_settings=body.model_settings,
         )
-        busy = envelope.meta.get("turnStatus") in ("running", "cancelling", "awaiting_approval")
+        busy = is_active(envelope.meta.get("turnStatus"))
         if (
             not busy
             and attachable(deps, storage)

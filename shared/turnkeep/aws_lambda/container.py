@@ -29,7 +29,7 @@ def runtime() -> Runtime:
                 _RUNTIME.deps.live = websocket_pusher(
                     settings.ws_endpoint,
                     settings.envelope_url_or_local(),
-                    delta_gap_s=settings.live_interval_ms / 1000,
+                    delta_gap_s=settings.limits.live_interval_ms / 1000,
                 )
         return _RUNTIME
 

@@ -14,9 +14,9 @@ from typing import TextIO
 
 from turnkeep.envelope import EnvelopeConflictError
 from turnkeep.harness.local_owner import TurnFinding, inspect_turn
-from turnkeep.harness.state import STARTABLE_STATUSES
 from turnkeep.runtime.build import Runtime
 from turnkeep.storage import open_repository
+from turnkeep.turn_rules import STARTABLE_STATUSES
 
 _DELETE_MARKER = "__deleting__"  # turnkeep.api.views.DELETE_MARKER: one delete protocol
 

@@ -23,12 +23,12 @@ from turnkeep.envelope.keys import (
     KEY_SPECS,
     REASONING_EFFORTS,
     RESERVED_META_KEYS,
-    TURN_STATUSES,
     WORKER_META_KEYS,
     sanitize_working_notes,
 )
 from turnkeep.envelope.memory import MemoryEnvelopeStore
 from turnkeep.envelope.model import Envelope, MetaScalar
+from turnkeep.turn_rules import TURN_STATUSES
 
 __all__ = [
     "HOST_META_KEYS",

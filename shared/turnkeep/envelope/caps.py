@@ -53,8 +53,3 @@ META_MAX_BYTES: Final = 240 * KIB
 #: updatedAt (names + values at their largest) and the 2-byte `m_` prefix of each meta
 #: attribute name. Generous upper bound; see docs/envelope.md for the arithmetic.
 ENVELOPE_ITEM_OVERHEAD_MAX_BYTES: Final = 2 * KIB
-
-#: Headroom kept below the DynamoDB limit so future keys and encoding slack never hit it.
-DYNAMODB_MARGIN_BYTES: Final = (
-    DYNAMODB_ITEM_MAX_BYTES - META_MAX_BYTES - ENVELOPE_ITEM_OVERHEAD_MAX_BYTES
-)

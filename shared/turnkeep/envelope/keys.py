@@ -20,14 +20,12 @@ from turnkeep.envelope import caps
 from turnkeep.envelope.errors import MetaValidationError
 from turnkeep.envelope.model import MetaScalar
 from turnkeep.session_ids import session_id_problem
+from turnkeep.turn_rules import TURN_STATUSES
 
 logger = logging.getLogger(__name__)
 
 _INT64_MAX: Final = 2**63 - 1
 
-TURN_STATUSES: Final = frozenset(
-    {"idle", "running", "cancelling", "awaiting_approval", "completed", "failed", "aborted"}
-)
 REASONING_EFFORTS: Final = frozenset({"none", "minimal", "low", "medium", "high"})
 
 

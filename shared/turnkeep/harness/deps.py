@@ -32,7 +32,7 @@ class HarnessLimits(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_steps: int = Field(default=16, ge=1, description="model rounds per turn")
+    max_steps: int = Field(default=16, ge=1, le=1000, description="model rounds per turn")
     wall_clock_seconds: float = Field(default=300.0, gt=0, description="turn deadline")
     frame_interval_ms: int = Field(
         default=2000, ge=0, description="recovery frames: at most one persisted per interval"

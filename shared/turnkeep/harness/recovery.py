@@ -19,7 +19,6 @@ from turnkeep.harness.state import (
     CALL_NS,
     CallState,
     OperationState,
-    TerminalStatus,
     TurnRecord,
     call_address,
     frames_scope,
@@ -43,6 +42,7 @@ from turnkeep.storage import (
     retire_scope,
     set_value,
 )
+from turnkeep.turn_rules import TerminalStatus
 
 INTERRUPTED_MARK = "[response interrupted]"
 

@@ -15,7 +15,6 @@ Operation scope `ephemeral_scope(op)` (progress, retired by the terminal commit)
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -31,6 +30,10 @@ from turnkeep.storage import (
     value,
     value_list,
 )
+from turnkeep.turn_rules import (
+    TerminalStatus,
+    op_id_problem,
+)
 
 OP_NS = "turn.op"
 CALL_NS = "turn.call"
@@ -41,25 +44,12 @@ CHECKPOINT_NS = "tool.checkpoint"
 MEMO_NS = "tool.memo"
 END_TAG = "end"
 
-TurnStatus = Literal[
-    "idle", "running", "cancelling", "awaiting_approval", "completed", "failed", "aborted"
-]
-TerminalStatus = Literal["completed", "failed", "aborted"]
-TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "aborted"})
-STARTABLE_STATUSES: list[str | None] = [None, "idle", "completed", "failed", "aborted"]
-ACTIVE_STATUSES: frozenset[str] = frozenset({"running", "cancelling", "awaiting_approval"})
-"""Envelope statuses of a turn that has not ended (yet: the envelope may lag storage)."""
-
-_OP_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
-
 
 def validate_op_id(op_id: str) -> str:
     """Operation ids are 1-100 chars of [A-Za-z0-9._:-] (no '/': call keys are `op/call`)."""
-    if not isinstance(op_id, str) or not _OP_ID.match(op_id):
-        raise StepInputError(
-            f"operation id {op_id!r} is invalid: use 1-100 characters of A-Z a-z 0-9 . _ : -, "
-            "starting with a letter or digit"
-        )
+    problem = op_id_problem(op_id)
+    if problem is not None:
+        raise StepInputError(problem)
     return op_id
 
 
@@ -244,8 +234,3 @@ def load_head(storage: Storage) -> str | None:
     """The session's branch head entry id, or None for an empty session."""
     stored = storage.get_value(head_address())
     return stored.value if stored is not None and isinstance(stored.value, str) else None
-
-
-def is_running(storage: Storage, op_id: str) -> bool:
-    """True while the operation's state exists (the fence every progress write checks)."""
-    return storage.get_value(op_address(op_id)) is not None

@@ -32,12 +32,12 @@ from turnkeep.harness.state import (
 from turnkeep.live.connections import Connections
 from turnkeep.live.push import end_data, event_message, message
 from turnkeep.session_ids import SESSION_ID_PATTERN
+from turnkeep.turn_rules import OP_ID_PATTERN
 
 logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES: Final = 4096
 """A client message longer than this is refused (a subscribe is ~300 bytes)."""
-TURN_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$"
 PAGE: Final = 500
 
 
@@ -48,7 +48,7 @@ class Subscribe(BaseModel):
 
     action: Literal["subscribe"]
     session_id: str = Field(pattern=SESSION_ID_PATTERN)
-    turn_id: str = Field(pattern=TURN_ID_PATTERN)
+    turn_id: str = Field(pattern=OP_ID_PATTERN)
     cursor: StrictInt = Field(default=0, ge=0, le=CURSOR_MAX)
 
 

@@ -16,19 +16,7 @@ from turnkeep.storage import Storage, open_repository, open_storage
 
 def limits_from_settings(settings: TurnkeepSettings) -> HarnessLimits:
     """The turn caps and progress cadence the settings ask for."""
-    return HarnessLimits(
-        max_steps=settings.max_steps,
-        wall_clock_seconds=settings.wall_clock_seconds,
-        frame_interval_ms=settings.frame_interval_ms,
-        frame_max_bytes=settings.frame_max_bytes,
-        live_interval_ms=settings.live_interval_ms,
-        approval_timeout_seconds=settings.approval_timeout_seconds,
-        workflow_type=settings.workflow_type,
-        tool_lease_seconds=settings.tool_lease_seconds,
-        context_strategy=settings.context_strategy,
-        context_threshold=settings.context_threshold,
-        context_keep=settings.context_keep,
-    )
+    return settings.limits
 
 
 def provider_resolver(default_model: str) -> ProviderResolver:

@@ -94,8 +94,16 @@ def load_settings(cls: type[S], environ: Mapping[str, str] | None = None) -> S:
         return cls()
     except ValidationError as exc:
         first = exc.errors()[0]
-        field = str(first["loc"][0]) if first["loc"] else ""
+        loc = first["loc"]
+        field = str(loc[0]) if loc else ""
         info = cls.model_fields.get(field)
+        nested = info.annotation if info is not None else None
+        if isinstance(nested, type) and issubclass(nested, BaseModel):
+            # A group read from flat variables (TurnkeepSettings.limits): name the field's own.
+            if len(loc) < 2:
+                raise ConfigError(f"configuration error: {first['msg']}") from None
+            field = str(loc[1])
+            info = nested.model_fields.get(field)
         name = env_name(cls, field)
         value = env.get(name, first.get("input"))
         accepted = accepted_values(info) if info is not None else first["msg"]

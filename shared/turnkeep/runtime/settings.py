@@ -12,9 +12,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from turnkeep.harness.deps import HarnessLimits
 
 
 def environment_values(
@@ -31,7 +33,8 @@ def environment_values(
 
 
 class TurnkeepSettings(BaseModel):
-    """Where state lives, which model runs, and the turn caps.
+    """Where state lives, which model runs, and the turn caps (`limits`, declared once by
+    `HarnessLimits` and read from the same TURNKEEP_ variables).
 
     Empty storage/envelope URLs mean "SQLite in the local data dir" (see `storage_url_or_local`).
     """
@@ -44,7 +47,22 @@ class TurnkeepSettings(BaseModel):
     def _environment_under_arguments(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        return {**environment_values(cls.model_fields, cls.ENV_PREFIX, os.environ), **data}
+        own = {name: info for name, info in cls.model_fields.items() if name != "limits"}
+        limit_fields = HarnessLimits.model_fields
+        given = data.get("limits")
+        if isinstance(given, HarnessLimits):
+            given = given.model_dump(exclude_unset=True)
+        limits = {
+            **environment_values(limit_fields, cls.ENV_PREFIX, os.environ),
+            **{name: value for name, value in data.items() if name in limit_fields},
+            **(given or {}),
+        }
+        rest = {name: value for name, value in data.items() if name not in limit_fields}
+        return {
+            **environment_values(own, cls.ENV_PREFIX, os.environ),
+            **rest,
+            "limits": limits,
+        }
 
     storage_url: str = Field(default="", description="open_storage URL; '' = local SQLite file")
     envelope_url: str = Field(default="", description="envelope store URL; '' = local SQLite file")
@@ -55,43 +73,16 @@ class TurnkeepSettings(BaseModel):
         default="scripted",
         description="'scripted' | 'bedrock:<id>' | 'openai:…'; unset or '' = the agent's model",
     )
-    max_steps: int = Field(default=16, ge=1, le=1000, description="model rounds per turn")
-    wall_clock_seconds: float = Field(default=300.0, gt=0, description="turn deadline")
-    frame_interval_ms: int = Field(
-        default=2000, ge=0, description="recovery frames: at most one persisted per interval"
-    )
-    frame_max_bytes: int = Field(
-        default=16384, ge=1, description="recovery frames: persisted early at this much text"
-    )
-    live_interval_ms: int = Field(
-        default=100, ge=0, le=1000, description="live deltas to watchers: one per interval"
-    )
     ws_endpoint: str = Field(
         default="",
         description="the WebSocket API's management endpoint (https://<api>.execute-api."
         "<region>.amazonaws.com/<stage>): the steps push each turn's events to its subscribers "
         "(recorded in the table of TURNKEEP_ENVELOPE_URL); empty: no pushes",
     )
-    approval_timeout_seconds: float = Field(
-        default=86400.0, gt=0, description="an approval nobody decides is denied after this"
-    )
-    workflow_type: Literal["STANDARD", "EXPRESS"] = Field(
-        default="STANDARD", description="the template's workflow type (approvals need STANDARD)"
-    )
-    tool_lease_seconds: float = Field(
-        default=0.0,
-        ge=0,
-        description="how long a started tool call counts as running in another delivery: the "
-        "tool step's function timeout on Lambda; 0 locally (deliveries never overlap)",
-    )
-    context_strategy: Literal["compaction", "window"] = Field(
-        default="compaction", description="how a round that outgrows the model's budget shrinks"
-    )
-    context_threshold: float = Field(
-        default=0.8, gt=0, le=1, description="share of the input budget that triggers it"
-    )
-    context_keep: float = Field(
-        default=0.5, gt=0, le=1, description="share of the input budget kept right after it"
+    limits: HarnessLimits = Field(
+        default_factory=HarnessLimits,
+        description="the turn caps and progress cadence (turnkeep.harness.HarnessLimits): each "
+        "field is read from TURNKEEP_<FIELD> and may be given flat as a keyword",
     )
     local_dir: Path = Field(default=Path("./.local"), description="local data directory")
 

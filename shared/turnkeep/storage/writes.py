@@ -332,10 +332,3 @@ def missing_parents(txn: Transaction, exists: Container[str]) -> list[tuple[str,
                 missing.append((write.id, parent))
             earlier.add(write.id)
     return missing
-
-
-def parent_ids(txn: Transaction) -> set[str]:
-    """Parent ids referenced by the transaction's entries (to look up in storage)."""
-    return {
-        w.parent_id for w in txn.writes if isinstance(w, InsertEntry) and w.parent_id is not None
-    }

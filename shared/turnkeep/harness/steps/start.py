@@ -13,7 +13,6 @@ from turnkeep.harness.envelope_io import commit_with_envelope
 from turnkeep.harness.errors import SessionNotFoundError, StepInputError, TurnConflictError
 from turnkeep.harness.io import FailTurnInput, StartTurnInput, StartTurnOutput
 from turnkeep.harness.state import (
-    STARTABLE_STATUSES,
     OperationState,
     head_address,
     load_head,
@@ -27,6 +26,7 @@ from turnkeep.harness.steps.terminal import fail_turn
 from turnkeep.harness.transcript import entry_data
 from turnkeep.providers.base import Message, TextPart
 from turnkeep.storage import MESSAGE_ENTRY_TYPE, Storage, Write, insert_entry, set_value
+from turnkeep.turn_rules import STARTABLE_STATUSES
 
 
 def new_op_id() -> str:

@@ -20,10 +20,7 @@ from turnkeep.harness.errors import (
 from turnkeep.harness.io import CancelResult, FailTurnInput, FinishTurnInput, TurnResult
 from turnkeep.harness.recovery import terminal_writes
 from turnkeep.harness.state import (
-    ACTIVE_STATUSES,
-    STARTABLE_STATUSES,
     OperationState,
-    TerminalStatus,
     TurnRecord,
     call_address,
     head_address,
@@ -45,6 +42,7 @@ from turnkeep.harness.steps.common import (
     terminal_patch,
 )
 from turnkeep.storage import GuardFailedError, Storage, retire_scope, set_value
+from turnkeep.turn_rules import ACTIVE_STATUSES, STARTABLE_STATUSES, TerminalStatus
 
 
 def finish_turn(deps: HarnessDeps, inp: FinishTurnInput) -> TurnResult:

@@ -1,17 +1,14 @@
 // The session's working notes: read-only (only the agent writes them), with their size
-// against the 32 KiB cap.
+// against the cap the API states (`max_bytes` of GET /sessions/{id}/notes).
 
 import { describe, path } from "./api.js";
 import { replaceChildren } from "./dom.js";
-
-export const NOTES_CAP_BYTES = 32 * 1024;
 
 export class NotesPanel {
   /** `nodes`: {text (pre), size (p), meter (meter)}; `ctx`: {api}. */
   constructor(nodes, ctx) {
     this.nodes = nodes;
     this.ctx = ctx;
-    nodes.meter.max = NOTES_CAP_BYTES;
   }
 
   async load(sessionId) {
@@ -22,9 +19,11 @@ export class NotesPanel {
       text.textContent = body.notes ?? "";
       text.dataset.empty = body.notes ? "false" : "true";
       if (!body.notes) text.textContent = "No notes yet.";
+      const cap = Number(body.max_bytes);
+      meter.max = cap;
       meter.value = bytes;
-      const percent = ((bytes / NOTES_CAP_BYTES) * 100).toFixed(1);
-      size.textContent = `${bytes} of ${NOTES_CAP_BYTES} bytes (${percent}% of 32 KiB)`;
+      const percent = ((bytes / cap) * 100).toFixed(1);
+      size.textContent = `${bytes} of ${cap} bytes (${percent}% of ${cap / 1024} KiB)`;
     } catch (error) {
       replaceChildren(text, describe(error));
     }
