@@ -339,8 +339,13 @@ class ColdLambdas:
     overrides: dict[str, str] = field(default_factory=dict)
 
     def environment(self, function: str) -> dict[str, str]:
-        """What an invocation of `function` runs with."""
-        return {**self.env, **self.deployed.get(function, {}), **self.overrides}
+        """What an invocation of `function` runs with: of the bench's own TURNKEEP_ variables
+        only those the template declares for it (no pusher in the API, as deployed)."""
+        deployed = self.deployed.get(function)
+        if deployed is None:
+            return {**self.env, **self.overrides}
+        base = {k: v for k, v in self.env.items() if not k.startswith("TURNKEEP_") or k in deployed}
+        return {**base, **deployed, **self.overrides}
 
     def invoke(self, function: str, event: Any) -> tuple[Any, dict[str, str] | None]:
         path, attribute = self.handlers[function]
