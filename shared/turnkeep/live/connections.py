@@ -60,54 +60,59 @@ class Connections:
         self, session_id: str, op_id: str, connection_id: str, user_id: str, after: int
     ) -> None:
         """Record the subscription (one BatchWriteItem of its two items)."""
-        expires = _n(int(time.time()) + self.ttl_seconds)
-        batch_write(
-            self.client,
-            self.table,
-            [
-                {
-                    "PutRequest": {
-                        "Item": {
-                            "pk": _s(f"SESSION#{session_id}"),
-                            "sk": _s(f"{LIVE_PREFIX}{op_id}#{connection_id}"),
-                            "conn": _s(connection_id),
-                            "user": _s(user_id),
-                            "after": _n(after),
-                            "expiresAt": expires,
-                        }
-                    }
-                },
-                {
-                    "PutRequest": {
-                        "Item": {
-                            "pk": _s(f"{CONNECTION_PK_PREFIX}{connection_id}"),
-                            "sk": _s(f"{LIVE_PREFIX}{session_id}#{op_id}"),
-                            "session": _s(session_id),
-                            "op": _s(op_id),
-                            "expiresAt": expires,
-                        }
-                    }
-                },
-            ],
-        )
+        items = self._subscription(session_id, op_id, connection_id, user_id, after)
+        batch_write(self.client, self.table, [{"PutRequest": {"Item": i}} for i in items])
 
-    def mark(self, session_id: str, op_id: str) -> bool:
-        """Mark turn `op_id` as watched and bump the mark's generation (one UpdateItem of the
-        envelope item); False when the session has no envelope (nothing is written)."""
+    def subscribe_marked(
+        self, session_id: str, op_id: str, connection_id: str, user_id: str, after: int
+    ) -> bool:
+        """Record the subscription and mark its turn (`mark`) in one TransactWriteItems, so a
+        step that sees the mark finds the subscription; False (nothing written) when the
+        session has no envelope."""
+        items = self._subscription(session_id, op_id, connection_id, user_id, after)
         try:
-            self.client.update_item(
-                TableName=self.table,
-                Key=self._envelope(session_id),
-                UpdateExpression="ADD #gen :one, #ops :op",
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeNames={"#gen": GEN, "#ops": OPS},
-                ExpressionAttributeValues={":one": _n(1), ":op": {"SS": [op_id]}},
+            self.client.transact_write_items(
+                TransactItems=[
+                    *({"Put": {"TableName": self.table, "Item": i}} for i in items),
+                    {"Update": {"TableName": self.table, **self._mark_update(session_id, op_id)}},
+                ]
             )
         except Exception as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
+            if _code(exc) == "TransactionCanceledException":
                 return False
             raise
         return True
+
+    def _subscription(
+        self, session_id: str, op_id: str, connection_id: str, user_id: str, after: int
+    ) -> list[dict[str, Any]]:
+        expires = _n(int(time.time()) + self.ttl_seconds)
+        return [
+            {
+                "pk": _s(f"SESSION#{session_id}"),
+                "sk": _s(f"{LIVE_PREFIX}{op_id}#{connection_id}"),
+                "conn": _s(connection_id),
+                "user": _s(user_id),
+                "after": _n(after),
+                "expiresAt": expires,
+            },
+            {
+                "pk": _s(f"{CONNECTION_PK_PREFIX}{connection_id}"),
+                "sk": _s(f"{LIVE_PREFIX}{session_id}#{op_id}"),
+                "session": _s(session_id),
+                "op": _s(op_id),
+                "expiresAt": expires,
+            },
+        ]
+
+    def _mark_update(self, session_id: str, op_id: str) -> dict[str, Any]:
+        return {
+            "Key": self._envelope(session_id),
+            "UpdateExpression": "ADD #gen :one, #ops :op",
+            "ConditionExpression": "attribute_exists(pk)",
+            "ExpressionAttributeNames": {"#gen": GEN, "#ops": OPS},
+            "ExpressionAttributeValues": {":one": _n(1), ":op": {"SS": [op_id]}},
+        }
 
     def read_mark(self, session_id: str) -> Mark:
         """The session's watch mark now (one strongly consistent GetItem of two attributes)."""

@@ -158,11 +158,12 @@ class WebSocketRoutes:
         if envelope is None:
             self._send(conn, error("not_found", "session not found"))
             return
-        # Recorded, then marked, before the catch-up is read: a step that reads the mark after
-        # finds the subscription, and one that read it before has its next envelope commit
+        # Recorded and marked together before the catch-up is read: a step that reads the mark
+        # after finds the subscription, and one that read it before has its next envelope commit
         # cancelled by the mark (turnkeep.live.marks), so what commits after the read is pushed.
-        self.connections.subscribe(sid, op, conn, route.user_id, wanted.cursor)
-        self.connections.mark(sid, op)
+        if not self.connections.subscribe_marked(sid, op, conn, route.user_id, wanted.cursor):
+            self._send(conn, error("not_found", "session not found"))  # deleted meanwhile
+            return
         deps = self.deps
         cursor: int = wanted.cursor
         first = True
