@@ -312,8 +312,9 @@ def measure_aws(words: int, prior: int) -> list[Design]:
             counter.on = True
             try:
                 live_app = load_function_module("live")
+                # The CLI's connect: the JWT in the header (a JWT in the URL is refused).
                 connect = {"type": "REQUEST", "methodArn": "arn:bench"}
-                connect["queryStringParameters"] = {"token": token}
+                connect["headers"] = {"Authorization": f"Bearer {token}"}
                 allowed = live_app.authorize_connect(connect, FakeContext("LiveAuthorizer"))
                 assert allowed["principalId"] == aws.USER
                 body = json.dumps({"action": "subscribe", "session_id": sid, "turn_id": op_id})

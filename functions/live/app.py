@@ -1,8 +1,10 @@
 """Lambda handlers of the WebSocket API (docs/api.md, "WebSocket API"): `routes` answers the
-`subscribe`, `$default` and `$disconnect` routes; `authorize` is the `$connect` REQUEST
-authorizer, verifying the same JWT as the HTTP API (TURNKEEP_JWT_ISSUER, TURNKEEP_JWT_AUDIENCE,
-the issuer's JWKS at TURNKEEP_JWKS_URL, fetched once per container). `$connect` itself has no
-function (a MOCK integration): a watcher costs the authorizer and its `subscribe`.
+`subscribe`, `$default` and `$disconnect` routes; `authorize_connect` is the `$connect` REQUEST
+authorizer: the same JWT as the HTTP API in the `Authorization` header (TURNKEEP_JWT_ISSUER,
+TURNKEEP_JWT_AUDIENCE, the issuer's JWKS at TURNKEEP_JWKS_URL, fetched once per container), or a
+single-use `?ticket=` of `POST /live/tickets`, redeemed in the table of TURNKEEP_ENVELOPE_URL.
+`$connect` itself has no function (a MOCK integration): a watcher costs the authorizer and its
+`subscribe`.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from turnkeep.aws_clients import shared_client
 from turnkeep.aws_lambda.container import runtime
 from turnkeep.live.authorizer import JwksCache, JwtVerifier, Unauthorized, authorize
 from turnkeep.live.connections import Connections
 from turnkeep.live.push import LazyClient, table_of
+from turnkeep.live.tickets import TicketStore
 from turnkeep.live.websocket import WebSocketRoutes
 
 logger = Logger()
@@ -42,6 +46,12 @@ def _verifier() -> JwtVerifier:
     return JwtVerifier(issuer, os.environ["TURNKEEP_JWT_AUDIENCE"], JwksCache(jwks_url))
 
 
+@functools.cache
+def _tickets() -> TicketStore:
+    # The envelope URL alone, not the runtime: the authorizer loads no agent or harness.
+    return TicketStore(shared_client("dynamodb"), table_of(os.environ["TURNKEEP_ENVELOPE_URL"]))
+
+
 @logger.inject_lambda_context(log_event=False)
 def routes(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """One WebSocket message or disconnect."""
@@ -49,9 +59,10 @@ def routes(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 
 def authorize_connect(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """`$connect`: an Allow policy for a valid token; `Unauthorized` (401) otherwise."""
+    """`$connect`: an Allow policy for a valid bearer token or ticket; `Unauthorized` (401)
+    otherwise."""
     try:
-        return authorize(event, _verifier())
-    except Unauthorized:
-        logger.info("websocket connection refused: token missing or invalid")
+        return authorize(event, _verifier(), _tickets())
+    except Unauthorized as refused:
+        logger.info("websocket connection refused: %s", refused.reason)
         raise

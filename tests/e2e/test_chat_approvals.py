@@ -38,7 +38,9 @@ def test_the_local_chat_asks_and_an_approved_call_runs(
 ) -> None:
     text = _local_chat(tmp_path, monkeypatch, 'call echo {"text": "hi there"}\ny\n/quit\n')
 
-    assert '  ?? approval needed: tool call echo {"text": "hi there"}' in text
+    asked = '  ?? approval needed: tool call echo {"text": "hi there"}'
+    assert asked in text
+    assert text.index('  -> tool call echo {"text": "hi there"}') < text.index(asked)
     assert "approve? [y]es / [n]o / [e]dit: " in text
     assert "  <- echo [ok] hi there" in text
     assert "Tool echo returned: hi there" in text
@@ -75,7 +77,10 @@ def test_the_remote_chat_asks_and_the_server_runs_the_approved_call(
 
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert '  ?? approval needed: tool call echo {"text": "over http"}' in out
+    asked = '  ?? approval needed: tool call echo {"text": "over http"}'
+    assert asked in out
+    # The call first, then the question about it: as the in-process chat prints them.
+    assert out.index('  -> tool call echo {"text": "over http"}') < out.index(asked)
     assert "  <- echo [ok] over http" in out
     assert ": completed, 2 model rounds, " in out
     assert done.stderr == ""

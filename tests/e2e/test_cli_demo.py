@@ -79,13 +79,16 @@ def test_demo_streams_turns_folds_notes_and_leaves_no_scope_in_its_sqlite_file(
     assert operations == 0
 
 
-def _chat(script: str, session: str, monkeypatch: pytest.MonkeyPatch, cwd: Path) -> tuple[int, str]:
-    """The in-process chat on `script` in `cwd`, with no TURNKEEP_ setting of this process."""
+def _chat(
+    script: str, session: str, monkeypatch: pytest.MonkeyPatch, cwd: Path, *options: str
+) -> tuple[int, str]:
+    """The in-process chat on `script` in `cwd` (with `options`, e.g. `--agent`), with no
+    TURNKEEP_ setting of this process."""
     for key in [k for k in os.environ if k.startswith("TURNKEEP_")]:
         monkeypatch.delenv(key)
     monkeypatch.chdir(cwd)
     out = io.StringIO()
-    args = cli.build_parser().parse_args(["chat", "--session", session])
+    args = cli.build_parser().parse_args(["chat", "--session", session, *options])
     code = cli.run_chat(args, io.StringIO(script), out)
     return code, out.getvalue()
 

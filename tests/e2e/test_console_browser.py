@@ -149,6 +149,13 @@ def new_session(page: Page, title: str) -> None:
     page.wait_for_selector(f"#session-title:has-text('{title}')")
 
 
+def set_tool_approval(page: Page, tools: str) -> None:
+    """Save the open session's "tools needing approval" host key from the form."""
+    page.fill("#meta-tool-approval", tools)
+    page.click("#meta-form button[type=submit]")
+    page.wait_for_selector("#meta-status:has-text('Saved.')")
+
+
 def axe_critical(page: Page) -> list[dict[str, Any]]:
     """axe-core's violations on the page (printed); the critical ones are returned."""
     from axe_playwright_python.sync_playwright import Axe
@@ -228,9 +235,7 @@ def test_a_person_runs_a_session_in_the_console_from_first_message_to_delete(
         shots.take("notes", full_page=True)
 
         # Host keys: tool approval for echo.
-        page.fill("#meta-tool-approval", "echo")
-        page.click("#meta-form button[type=submit]")
-        page.wait_for_selector("#meta-status:has-text('Saved.')")
+        set_tool_approval(page, "echo")
 
         # A gated call waits; its card shows the arguments; approve runs it.
         turn = send(page, 'call echo {"text": "ship it"}')
@@ -279,9 +284,7 @@ def test_a_person_runs_a_session_in_the_console_from_first_message_to_delete(
 
         # A slow turn is cancelled while it streams (and the title changes on the way).
         page.fill("#meta-title", "Rex facts")
-        page.fill("#meta-tool-approval", "")
-        page.click("#meta-form button[type=submit]")
-        page.wait_for_selector("#meta-status:has-text('Saved.')")
+        set_tool_approval(page, "")
         page.wait_for_selector("#session-list .session-title:has-text('Rex facts')")
         assert page.inner_text("#session-title") == "Rex facts"
         turn = send(page, "tell me " + " ".join(f"word{i}" for i in range(30)))
@@ -466,6 +469,10 @@ STREAM_CONTRACT = """async (bodies) => {
   const { TurnView } = await import("/console/js/turnview.js");
   const urls = [], auth = [];
   const fetchImpl = async (url, init) => {
+    if (new URL(url).pathname === "/live") {  // as `turnkeep serve` answers: it streams
+      const live = JSON.stringify({ websocket_url: null, stream: true });
+      return new Response(live, { status: 200, headers: { "Content-Type": "application/json" } });
+    }
     urls.push(url);
     auth.push(init.headers.Authorization);
     const text = bodies.shift();
@@ -751,9 +758,7 @@ def test_a_call_approved_from_the_pending_list_shows_as_approved_in_its_open_ses
         page = browser.new_page()
         connect(page, server, "gina")
         new_session(page, "both")
-        page.fill("#meta-tool-approval", "echo")
-        page.click("#meta-form button[type=submit]")
-        page.wait_for_selector("#meta-status:has-text('Saved.')")
+        set_tool_approval(page, "echo")
         turn = send(page, 'call echo {"text": "from the list"}')
         in_turn = page.locator("#transcript .approval.pending")
         in_turn.wait_for(timeout=TURN_MS)

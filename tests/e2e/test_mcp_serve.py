@@ -1,9 +1,11 @@
 """`turnkeep serve --agent` with an agent that has an MCP server, driven by a real HTTP client:
 the turn calls the agent's function tool and an MCP tool of a real server on 127.0.0.1, and
-`GET /agent` lists the MCP tools with their source."""
+`GET /agent` lists the MCP tools with their source; with the server down the turn goes on with
+the function tool and the events page, the event stream and `chat --url` say so."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -13,7 +15,7 @@ import httpx
 import pytest
 
 from tests.support.mcp_agent import REFERENCE, URL_ENV
-from tests.support.mcp_servers import HttpMcpServer
+from tests.support.mcp_servers import HttpMcpServer, free_port
 from tests.support.real_server import RealServer, repo_pythonpath
 
 ALICE = {"Authorization": "Bearer dev-alice"}
@@ -102,3 +104,46 @@ def test_a_slow_mcp_call_of_one_session_does_not_hold_up_another_sessions_turn(
     assert bob_status == "completed"
     assert not alice_view["finished"]  # bob's turn ended while alice's call was still running
     assert alice_status == "completed"
+
+
+def test_serve_goes_on_without_a_server_that_is_down_and_every_event_reader_is_told(
+    tmp_path: Path,
+) -> None:
+    real = RealServer(
+        tmp_path / "data",
+        extra_env={URL_ENV: f"http://127.0.0.1:{free_port()}/mcp", "PYTHONPATH": repo_pythonpath()},
+        command=[sys.executable, "-m", "turnkeep.cli", "serve", "--agent", REFERENCE],
+    )
+    url = real.start()
+    try:
+        with httpx.Client(base_url=url, timeout=30) as client:
+            sid = client.post("/sessions", json={}, headers=ALICE).json()["session_id"]
+            turn = client.post(
+                f"/sessions/{sid}/turns", json={"text": 'call shout {"text": "ok"}'}, headers=ALICE
+            ).json()["turn_id"]
+            with client.stream(
+                "GET", f"/sessions/{sid}/turns/{turn}/stream", headers=ALICE
+            ) as stream:
+                sse = "".join(stream.iter_text())
+            page = client.get(f"/sessions/{sid}/turns/{turn}/events", headers=ALICE).json()
+        chat = subprocess.run(
+            [sys.executable, "-m", "turnkeep.cli", "chat", "--url", url, "--user", "alice",
+             "--session", sid],
+            input='call shout {"text": "again"}\n/quit\n',
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        real.stop()
+
+    assert page["status"] == "completed"
+    (notice,) = [e for e in page["events"] if e["kind"] == "tool_source_unavailable"]
+    assert notice["source"] == "kb"
+    assert notice["tools"] == []
+    assert notice["message"].startswith("tool source 'kb': cannot list its tools: ConnectError")
+    assert "event: tool_source_unavailable\n" in sse
+    assert '"status":"completed"' in sse
+    assert chat.returncode == 0, chat.stderr
+    assert "[without its tools: tool source 'kb': cannot list its tools: ConnectError" in (
+        chat.stdout
+    )
+    assert "<- shout [ok] AGAIN" in chat.stdout

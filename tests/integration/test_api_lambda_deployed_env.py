@@ -1,5 +1,6 @@
 """The API Lambda in the environment a deployment gives it (template.yaml's declared variables,
-resolved) never accepts a dev token; only SAM's container marker switches them on."""
+resolved) never accepts a dev token (only SAM's container marker switches them on) and names the
+stack's WebSocket API at `GET /live`."""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ def _refs(template: dict[str, Any], machine_arn: str) -> dict[str, str]:
         "ProgressBucket": BUCKET,
         "TurnStateMachine": machine_arn,
         "AWS::Region": "us-east-1",
+        "AWS::URLSuffix": "amazonaws.com",
+        "WebSocketApi": "wsapi01",
     }
     return refs
 
@@ -97,3 +100,23 @@ def test_the_same_environment_inside_a_sam_local_container_accepts_them(
 
     assert status == 201
     assert body["session_id"] == "sample-session"
+
+
+def test_the_deployed_api_names_the_stacks_websocket_url_and_no_stream_route(
+    deployed_api: tuple[ModuleType, dict[str, str]],
+) -> None:
+    app, env = deployed_api
+    sample = json.loads((ROOT / "events" / "api" / "start_turn.json").read_text("utf-8"))
+    event = copy.deepcopy(sample)
+    event["rawPath"] = event["requestContext"]["http"]["path"] = "/live"
+    event["requestContext"]["http"]["method"] = "GET"
+    event["rawQueryString"], event["body"] = "", None
+
+    answer = app.handler(event, FakeContext(function_name="api"))
+
+    assert answer["statusCode"] == 200, answer
+    assert json.loads(answer["body"]) == {
+        "websocket_url": "wss://wsapi01.execute-api.us-east-1.amazonaws.com/live",
+        "stream": False,
+    }
+    assert env["TURNKEEP_LIVE_URL"] == "wss://wsapi01.execute-api.us-east-1.amazonaws.com/live"

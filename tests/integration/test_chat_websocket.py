@@ -1,9 +1,11 @@
-"""`turnkeep chat --url --ws-url` against the deployed stack's shape: the stack of template.yaml
-under moto (the real step handlers run by moto's Step Functions interpreter, pushing through
-boto3's `apigatewaymanagementapi` client) behind a stand-in for API Gateway on 127.0.0.1
-(tests/support/ws_gateway.py: the HTTP API's JWT check and Lambda, the WebSocket API's real
-`$connect` authorizer and `routes` handler, `PostToConnection` written onto the socket). The chat
-is the real CLI in a subprocess with a real JWT."""
+"""`turnkeep chat --url` against the deployed stack's shape: the stack of template.yaml under
+moto (the real step handlers run by moto's Step Functions interpreter, pushing through boto3's
+`apigatewaymanagementapi` client) behind a stand-in for API Gateway on 127.0.0.1
+(tests/support/ws_gateway.py: the HTTP API's JWT check and Lambda, the WebSocket API's identity
+sources as template.yaml declares them, its real `$connect` authorizer and `routes` handler,
+`PostToConnection` written onto the socket). The chat is the real CLI in a subprocess with a
+real JWT; it finds the WebSocket at `GET /live` (the API function's TURNKEEP_LIVE_URL, as the
+template sets it). The polling reference is a chat against an API without that route."""
 
 from __future__ import annotations
 
@@ -13,16 +15,14 @@ import re
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
 import pytest
 from joserfc.jwk import RSAKey
 
-from tests.support.lambda_host import load_function_module
-from tests.support.state_machine import TABLE, deploy
-from tests.support.ws_gateway import AUDIENCE, Gateway, running_gateway, start_websocket
+from tests.support.state_machine import TABLE
+from tests.support.ws_gateway import Gateway
 from turnkeep.aws_lambda import container
 from turnkeep.cli import ws
 from turnkeep.harness import StartTurnInput, start_turn
@@ -30,23 +30,6 @@ from turnkeep.harness import StartTurnInput, start_turn
 USER = "user-ws"
 TURN = 'call echo {"text": "ping"}\n/quit\n'
 CHAT_TIMEOUT_S = 90
-
-
-@pytest.fixture
-def gateway(monkeypatch: pytest.MonkeyPatch) -> Iterator[Gateway]:
-    with running_gateway() as running:
-        env = {
-            "TURNKEEP_WS_ENDPOINT": running.endpoint,
-            "TURNKEEP_JWT_ISSUER": running.issuer,
-            "TURNKEEP_JWT_AUDIENCE": AUDIENCE,
-            "TURNKEEP_JWKS_URL": f"{running.url}/jwks",
-        }
-        with deploy(monkeypatch, "STANDARD", **env) as deployed:
-            monkeypatch.setenv("TURNKEEP_STATE_MACHINE_ARN", deployed.state_machine_arn)
-            container.reset_runtime()
-            running.host = deployed.host
-            start_websocket(running, load_function_module("api"), load_function_module("live"))
-            yield running
 
 
 def _chat(gateway: Gateway, session: str, *extra: str, stdin: str = TURN) -> str:
@@ -67,6 +50,16 @@ def _chat(gateway: Gateway, session: str, *extra: str, stdin: str = TURN) -> str
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     return done.stdout
+
+
+def _polled(gateway: Gateway, session: str, *extra: str, stdin: str = TURN) -> str:
+    """The output of a chat that polls: the API it talks to has no `GET /live` (an older one),
+    so it tries the stream route (501 on Lambda) and then pages the events."""
+    gateway.without_live_route = True
+    try:
+        return _chat(gateway, session, *extra, stdin=stdin)
+    finally:
+        gateway.without_live_route = False
 
 
 def _turn_shown(out: str) -> str:
@@ -97,14 +90,14 @@ def _connections() -> list[str]:
     ]
 
 
-def test_a_turn_followed_over_the_websocket_prints_what_polling_prints_and_polls_nothing(
+def test_a_turn_followed_over_the_websocket_it_found_prints_what_polling_prints_and_polls_nothing(
     gateway: Gateway,
 ) -> None:
-    over_socket = _chat(gateway, "s-ws", "--ws-url", gateway.ws_url)
+    over_socket = _chat(gateway, "s-ws")
     socket_paths = list(gateway.paths)
     pushed = gateway.messages()
     gateway.paths.clear()
-    polled = _chat(gateway, "s-poll")
+    polled = _polled(gateway, "s-poll")
 
     assert f"live over {gateway.ws_url}" in over_socket
     assert "  -> tool call echo " in over_socket
@@ -117,6 +110,7 @@ def test_a_turn_followed_over_the_websocket_prints_what_polling_prints_and_polls
     assert pushed[-1]["event"] == "end"
     assert any(m["event"] in ("delta", "frame") for m in pushed)
     assert not [p for p in socket_paths if p.endswith(("/events", "/stream"))]
+    assert "/live" in socket_paths
     assert any(p.endswith("/events") for p in gateway.paths)  # the other chat did poll
     assert _connections() == []  # the chat closed its connection: $disconnect removed it
 
@@ -127,7 +121,7 @@ def test_a_websocket_that_refuses_the_connection_leaves_the_turn_to_polling_with
     refused_url = f"ws://127.0.0.1:{_free_port()}/live"
 
     out = _chat(gateway, "s-refused", "--ws-url", refused_url)
-    polled = _chat(gateway, "s-poll")
+    polled = _polled(gateway, "s-poll")
 
     [notice] = _notices(out)
     assert notice.startswith(f"[the WebSocket at {refused_url} cannot be opened: ")
@@ -140,9 +134,9 @@ def test_a_websocket_that_breaks_mid_turn_is_resumed_by_polling_from_its_last_ev
 ) -> None:
     gateway.close_after = 3  # status, then two events: the rest comes from the events page
 
-    out = _chat(gateway, "s-broken", "--ws-url", gateway.ws_url)
+    out = _chat(gateway, "s-broken")
     gateway.close_after = None
-    polled = _chat(gateway, "s-poll")
+    polled = _polled(gateway, "s-poll")
 
     [notice] = _notices(out)
     assert re.fullmatch(
@@ -153,23 +147,48 @@ def test_a_websocket_that_breaks_mid_turn_is_resumed_by_polling_from_its_last_ev
     assert _turn_shown(out.replace(notice + "\n", "")) == _turn_shown(polled)
 
 
-def test_a_call_that_waits_for_approval_is_asked_about_and_the_turn_shown_as_polling_shows_it(
+def test_a_call_that_waits_for_approval_is_asked_about_and_the_turn_stays_on_the_socket(
     gateway: Gateway,
 ) -> None:
     answered = 'call echo {"text": "ping"}\ny\n/quit\n'
 
-    out = _chat(
-        gateway, "s-ws-ok", "--require-approval", "echo", "--ws-url", gateway.ws_url, stdin=answered
-    )
-    polled = _chat(gateway, "s-poll-ok", "--require-approval", "echo", stdin=answered)
+    out = _chat(gateway, "s-ws-ok", "--require-approval", "echo", stdin=answered)
+    socket_paths = list(gateway.paths)
+    pushed = gateway.messages()
+    polled = _polled(gateway, "s-poll-ok", "--require-approval", "echo", stdin=answered)
 
-    assert '  ?? approval needed: tool call echo {"text": "ping"}' in out
+    asked = '  ?? approval needed: tool call echo {"text": "ping"}'
+    assert asked in out
+    assert out.index('  -> tool call echo {"text": "ping"}') < out.index(asked)
     assert "Tool echo returned: ping" in out
     assert ": completed, 2 model rounds, " in out
     assert _notices(out) == []
     assert _turn_shown(out) == _turn_shown(polled)
-    # Followed on the socket until the call waited (the catch-up or a push said so).
-    assert gateway.messages()[0]["event"] == "status"
+    # The socket carried the turn past the decision to its end; nothing was polled.
+    assert not [p for p in socket_paths if p.endswith(("/events", "/stream"))]
+    assert any(p.endswith("/approvals/call-1") or "/approvals/" in p for p in socket_paths)
+    assert [m["event"] for m in pushed].count("end") == 1
+    assert pushed[-1]["event"] == "end"
+
+
+def test_chat_url_never_requests_the_stream_route_the_lambda_cannot_answer(
+    gateway: Gateway, capfd: pytest.CaptureFixture[str]
+) -> None:
+    refused_stage = f"{gateway.ws_url.rsplit('/', 1)[0]}/nostage"
+
+    found = _chat(gateway, "s-found", stdin=TURN.replace("/quit", TURN.rstrip("\n")))
+    unopened = _chat(gateway, "s-unopened", "--ws-url", refused_stage)
+    metrics = capfd.readouterr().out
+
+    assert found.count(": completed, 2 model rounds, ") == 2
+    [notice] = _notices(unopened)
+    assert notice == (
+        f"[the WebSocket at {refused_stage} cannot be opened: the handshake was answered 403 "
+        "(forbidden: is it the stack's WebSocketUrl?); polling]"
+    )
+    assert not [p for p in gateway.paths if p.endswith("/stream")]
+    assert '"ApiRequests"' in metrics
+    assert "ApiServerErrors" not in metrics
 
 
 def test_a_token_the_issuer_did_not_sign_is_refused_at_the_handshake_and_records_nothing(

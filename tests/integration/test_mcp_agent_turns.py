@@ -1,5 +1,7 @@
 """An agent with an MCP server, through the local harness: the turn calls a function tool and
-an MCP tool; a server that cannot be listed fails the round retryably, then the turn."""
+an MCP tool; a server that is down is left out of the turn, which says so, and is used again
+once it is back; a required one that cannot be listed fails the round retryably, then the
+turn."""
 
 from __future__ import annotations
 
@@ -59,22 +61,54 @@ def test_an_agents_turn_calls_a_function_tool_and_an_mcp_tool(
         "working_notes_get",
         "working_notes_update",
         "working_notes_clear",
+        "read_tool_result",
     }
 
 
-def test_a_turn_whose_mcp_server_cannot_be_listed_fails_after_the_rounds_retries(
+def test_a_turn_whose_required_mcp_server_cannot_be_listed_fails_after_the_rounds_retries(
     tmp_path: Path,
 ) -> None:
-    source = mcp_server("kb", url=f"http://127.0.0.1:{free_port()}/mcp")
+    source = mcp_server("kb", url=f"http://127.0.0.1:{free_port()}/mcp", required=True)
     harness = make_harness(tmp_path, "sqlite")
     harness.deps.agent = Agent(tools=[shout], mcp_servers=[source])
+    waits: list[float] = []
+    harness.deps.sleep = waits.append
     result = run_turn(harness.deps, harness.session_id, USER, 'call shout {"text": "x"}')
     assert result.status == "failed"
     assert "tool source 'kb': cannot list its tools: ConnectError" in (result.error or "")
     # The first attempt and the harness's model retries each tried to list (failures are
-    # never cached); the model was never asked.
+    # never cached), waiting between them; the model was never asked.
     assert source.list_requests == 1 + harness.deps.limits.model_retries
+    assert len(waits) == harness.deps.limits.model_retries
     assert harness.provider.requests == []
+
+
+def test_an_mcp_server_that_is_down_is_left_out_of_the_turn_and_used_again_once_back(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    source = mcp_server(
+        "kb", url=f"http://127.0.0.1:{port}/mcp", allow=["lookup"], cache_ttl_seconds=0
+    )
+    harness = make_harness(tmp_path, "sqlite")
+    harness.deps.agent = Agent(tools=[shout], mcp_servers=[source])
+
+    down = run_turn(harness.deps, harness.session_id, USER, 'call shout {"text": "x"}')
+
+    assert down.status == "completed"
+    assert _tool_parts(harness)["shout"].content == "X"
+    assert "kb_lookup" not in {t.name for t in harness.provider.requests[0].tools}
+    with harness.storage() as storage:
+        (notice,) = [e for e in storage.scan_entries() if e.type == "tool_source_unavailable"]
+    assert notice.data["source"] == "kb"
+    assert "tool source 'kb': cannot list its tools: ConnectError" in notice.data["message"]
+
+    with HttpMcpServer("kb", port=port):
+        back = run_turn(harness.deps, harness.session_id, USER, 'call kb_lookup {"term": "x"}')
+
+    assert back.status == "completed"
+    part = _tool_parts(harness)["kb_lookup"]
+    assert not part.is_error, part.content
 
 
 def test_an_mcp_call_awaiting_approval_whose_server_goes_down_is_checked_and_run_honestly(

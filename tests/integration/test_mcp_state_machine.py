@@ -1,8 +1,9 @@
 """An agent with an MCP server on Step Functions (moto runs the real state machine and
 handlers): the turn's tool steps call the function tool and the MCP tool of a real server on
-127.0.0.1, and a model step that cannot list the server fails retryably and is run again by the
-state machine's retry policy (the retries running out is tested locally, without the policy's
-30 s of waits: test_mcp_agent_turns.py)."""
+127.0.0.1; a server that is down is left out of the turn, which completes with the agent's own
+tools and says so; a model step that cannot list a required server fails retryably and is run
+again by the state machine's retry policy (the retries running out is tested locally, without
+the policy's waits: test_mcp_agent_turns.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.mcp_agent import REFERENCE, URL_ENV, fresh_agent_module
+from tests.support.mcp_agent import REFERENCE, REQUIRED_ENV, URL_ENV, fresh_agent_module
 from tests.support.mcp_servers import HttpMcpServer, free_port
 from tests.support.state_machine import Deployed, assert_ended, run_turn
 from turnkeep.aws_lambda import container
@@ -51,12 +52,34 @@ def test_a_turn_of_an_agent_calls_its_function_tool_and_an_mcp_tool_in_tool_step
     assert_ended(deployed, session, op_id, "completed")
 
 
-@pytest.mark.parametrize("deployed", ["STANDARD"], indirect=True)  # the retry waits 2 s
-def test_a_model_step_that_cannot_list_the_server_is_retried_by_the_state_machine(
+def test_a_turn_whose_mcp_server_is_down_completes_without_its_tools_and_says_so(
+    kb: HttpMcpServer, deployed: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(URL_ENV, f"http://127.0.0.1:{free_port()}/mcp")
+    fresh_agent_module()
+    container.reset_runtime()
+    session = "sfn-mcp-down"
+
+    op_id, output = run_turn(deployed, session, 'call shout {"text": "go"}')
+
+    assert output["status"] == "completed"
+    assert all(error is None for _name, _event, error in deployed.host.calls)
+    with open_storage(deployed.storage_url, session) as storage:
+        entries = storage.scan_entries()
+    (notice,) = [e for e in entries if e.type == "tool_source_unavailable"]
+    assert notice.data["source"] == "kb"
+    assert "cannot list its tools" in notice.data["message"]
+    assert "GO" in json.dumps([e.data for e in entries])
+    assert_ended(deployed, session, op_id, "completed")
+
+
+@pytest.mark.parametrize("deployed", ["STANDARD"], indirect=True)  # the retry waits up to 2 s
+def test_a_model_step_that_cannot_list_a_required_server_is_retried_by_the_state_machine(
     kb: HttpMcpServer, deployed: Deployed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     port = free_port()
     monkeypatch.setenv(URL_ENV, f"http://127.0.0.1:{port}/mcp")
+    monkeypatch.setenv(REQUIRED_ENV, "1")
     fresh_agent_module()
     container.reset_runtime()
     late = HttpMcpServer("kb", port=port)

@@ -365,7 +365,7 @@ def test_processes_creating_and_writing_one_file_never_share_a_sequence(db: Path
 def test_writer_locked_out_past_the_busy_timeout_gets_a_conflict_error_and_applies_nothing(
     db: Path, raw: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("turnkeep.storage.sqlite.BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr("turnkeep.storage.sqlite_schema.BUSY_TIMEOUT_MS", 50)
     storage = _open(db)
     raw.isolation_level = None
     raw.execute("BEGIN IMMEDIATE")  # another writer holds the write lock

@@ -5,8 +5,9 @@ to that function through `LambdaHost.current_function`); `required_permissions` 
 the IAM action(s), resource(s) and condition keys it needs; `function_statements` expands a
 function's `Policies` (explicit statements, the managed policies of the template it references
 and the SAM policy templates we use) with the template's intrinsics resolved to test values.
-Only `Allow` statements with Action/Resource wildcards and `StringLike` conditions are modelled:
-that is all the template uses.
+Only `Allow` statements with Action/Resource wildcards and `StringLike` /
+`ForAllValues:StringLike` conditions are modelled (`dynamodb:LeadingKeys` is the partition key of
+a single-item call): that is all the template uses.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ _TRANSACT_ACTIONS = {
 }
 
 
-def _table_arn(name: str) -> str:
+def table_arn(name: str) -> str:
+    """The ARN of table `name` in the test account."""
     return f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{name}"
 
 
@@ -91,17 +93,19 @@ def required_permissions(call: AwsCall) -> list[Permission]:
             for item in p["TransactItems"]:
                 ((kind, body),) = item.items()
                 out.append(
-                    Permission(f"dynamodb:{_TRANSACT_ACTIONS[kind]}", _table_arn(body["TableName"]))
+                    Permission(f"dynamodb:{_TRANSACT_ACTIONS[kind]}", table_arn(body["TableName"]))
                 )
             return out
         if call.operation in {"BatchGetItem", "BatchWriteItem"}:
             return [
-                Permission(f"dynamodb:{call.operation}", _table_arn(t)) for t in p["RequestItems"]
+                Permission(f"dynamodb:{call.operation}", table_arn(t)) for t in p["RequestItems"]
             ]
-        arn = _table_arn(p["TableName"])
+        arn = table_arn(p["TableName"])
         if p.get("IndexName"):
             arn = f"{arn}/index/{p['IndexName']}"
-        return [Permission(f"dynamodb:{call.operation}", arn)]
+        item = p.get("Key") or p.get("Item") or {}
+        leading = (("dynamodb:LeadingKeys", item["pk"]["S"]),) if "pk" in item else ()
+        return [Permission(f"dynamodb:{call.operation}", arn, leading)]
     if call.service == "s3":
         bucket = f"arn:aws:s3:::{p['Bucket']}"
         if call.operation in {"ListObjectsV2", "ListObjects"}:
@@ -188,15 +192,24 @@ def allows(statements: list[dict[str, Any]], permission: Permission) -> bool:
         ):
             continue
         conditions = statement.get("Condition", {})
-        if set(conditions) - {"StringLike"}:
+        if set(conditions) - {"StringLike", "ForAllValues:StringLike"}:
             raise AssertionError(f"condition operator not modelled: {conditions}")
         like = conditions.get("StringLike", {})
+        every = conditions.get("ForAllValues:StringLike", {})
         if all(
-            key in context and any(fnmatch.fnmatchcase(context[key], v) for v in _listed(patterns))
-            for key, patterns in like.items()
+            key in context and _like(context[key], patterns) for key, patterns in like.items()
+        ) and all(
+            # IAM's ForAllValues holds when the key is absent: a call without a partition key
+            # (Scan) would pass, so the statements it guards grant single-item actions only.
+            key not in context or _like(context[key], patterns)
+            for key, patterns in every.items()
         ):
             return True
     return False
+
+
+def _like(value: str, patterns: Any) -> bool:
+    return any(fnmatch.fnmatchcase(value, pattern) for pattern in _listed(patterns))
 
 
 def stack_refs(table: str, bucket: str, state_machine_name: str) -> dict[str, str]:

@@ -73,6 +73,11 @@ class LambdaHost:
     # process, and two handlers flushing it at once (moto's execution thread and a test calling
     # the API handler) race between its emptiness check and its serialization.
     _invocation: threading.RLock = field(default_factory=threading.RLock)
+    containers: bool = False
+    """Each function in containers of its own: handlers of different functions run at once, as
+    deployed (a subscribe while the model step streams). Only with Powertools metrics off
+    (POWERTOOLS_METRICS_DISABLED), for the reason above."""
+    _locks: dict[str, threading.RLock] = field(default_factory=dict)
 
     def current_function(self) -> str | None:
         """The function whose handler runs in this context (None outside a handler)."""
@@ -83,7 +88,11 @@ class LambdaHost:
         """Run the block as function `name` (a handler called directly by a test), one handler
         at a time; the name follows the context into the threads that copy it (e.g. FastAPI's
         sync routes)."""
-        with self._invocation:
+        lock = self._invocation
+        if self.containers:
+            with self._invocation:
+                lock = self._locks.setdefault(name, threading.RLock())
+        with lock:
             token = self._running.set(name)
             try:
                 yield

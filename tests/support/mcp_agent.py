@@ -1,6 +1,7 @@
-"""A test agent: one function tool and the `kb` MCP server at $TURNKEEP_TEST_MCP_URL.
+"""A test agent: one function tool and the `kb` MCP server at $TURNKEEP_TEST_MCP_URL, required
+when $TURNKEEP_TEST_MCP_REQUIRED is `1` (else optional, the default of `mcp_server`).
 
-The URL is read when the module is imported; a test that changes it imports the module again
+The variables are read when the module is imported; a test that changes it imports the module again
 (`fresh_agent_module`)."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import sys
 from turnkeep import Agent, mcp_server, tool
 
 URL_ENV = "TURNKEEP_TEST_MCP_URL"
+REQUIRED_ENV = "TURNKEEP_TEST_MCP_REQUIRED"
 REFERENCE = "tests.support.mcp_agent:agent"
 
 
@@ -30,6 +32,7 @@ agent = Agent(
             url=os.environ.get(URL_ENV, "http://127.0.0.1:9/mcp"),
             allow=["lookup", "fail", "slow"],
             list_timeout_seconds=5,
+            required=os.environ.get(REQUIRED_ENV) == "1",
         )
     ],
 )

@@ -6,6 +6,10 @@ management API (`POST /live/@connections/{id}`, what boto3's `apigatewaymanageme
 of the steps and of `subscribe` sends, written onto that socket). The issuer's JWKS is served
 here too, so tokens are verified for real.
 
+`$connect` follows API Gateway's rule for a REQUEST authorizer: its identity sources, read from
+template.yaml's `WebSocketAuthorizer`, must all be present, or the handshake is refused 401
+without the authorizer being called (`identity_sources`, `missing_identity`).
+
 Handlers run one at a time through the `LambdaHost` (as the steps do under moto)."""
 
 from __future__ import annotations
@@ -15,23 +19,30 @@ import copy
 import functools
 import http.server
 import json
+import mimetypes
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+import pytest
 from joserfc import jwt
 from joserfc.jwk import KeySet, RSAKey
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.sync.server import Server, ServerConnection, serve
 
-from tests.support.lambda_host import ROOT, FakeContext, LambdaHost
+from tests.support.aws_template import load_template
+from tests.support.lambda_host import ROOT, FakeContext, LambdaHost, load_function_module
+from tests.support.state_machine import deploy
+from turnkeep.api.console import PAGE_HEADERS, asset
+from turnkeep.aws_lambda import container
 from turnkeep.live.authorizer import JwksCache, JwtVerifier, Unauthorized
 
 AUDIENCE = "turnkeep-app-client"
@@ -75,10 +86,18 @@ class Gateway:
     paths: list[str] = field(default_factory=list)
     """The path of every HTTP API request."""
     refused: int = 0
+    """Handshakes the authorizer refused."""
+    unidentified: int = 0
+    """Handshakes refused before the authorizer ran (an identity source missing)."""
     too_large: int = 0
     """Posts refused as over MAX_PAYLOAD_BYTES."""
     close_after: int | None = None
     """Close each socket (1011) after this many posted messages (a connection that breaks)."""
+    console: bool = False
+    """Serve the web console's files at `/` and `/console/…` beside the API, unauthenticated
+    (a static site on the API's origin: the page needs no CORS)."""
+    without_live_route: bool = False
+    """Answer `/live…` 404 as an API older than that route does (the Lambda is not called)."""
 
     @property
     def url(self) -> str:
@@ -124,6 +143,13 @@ class Gateway:
             return {"statusCode": 401, "headers": {}, "body": '{"message":"Unauthorized"}'}
         path, _, query = target.partition("?")
         self.paths.append(path)
+        if self.without_live_route and (path == "/live" or path.startswith("/live/")):
+            body = '{"error": {"code": "not_found", "message": "route not found"}}'
+            return {
+                "statusCode": 404,
+                "headers": {"content-type": "application/json"},
+                "body": body,
+            }
         event = copy.deepcopy(_sample())
         event["rawPath"] = event["requestContext"]["http"]["path"] = path
         event["rawQueryString"] = query
@@ -149,10 +175,14 @@ class Gateway:
         if parts.path != f"/{STAGE}":
             return connection.respond(403, "Forbidden\n")
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        headers = dict(request.headers.raw_items())
+        if missing_identity(identity_sources(), headers, query):
+            self.unidentified += 1
+            return connection.respond(401, "Unauthorized\n")
         event = {
             "type": "REQUEST",
             "methodArn": f"arn:aws:execute-api:us-east-1:123456789012:wsapi01/{STAGE}/$connect",
-            "headers": dict(request.headers.raw_items()),
+            "headers": headers,
             "queryStringParameters": query or None,
             "requestContext": {"routeKey": "$connect", "connectionId": _id(connection)},
         }
@@ -221,6 +251,32 @@ class Gateway:
         return [m for got in self.sent.values() for m in got]
 
 
+@functools.cache
+def identity_sources() -> tuple[str, ...]:
+    """The `IdentitySource` of template.yaml's WebSocket authorizer (none when left out)."""
+    authorizer = load_template()["Resources"]["WebSocketAuthorizer"]["Properties"]
+    return tuple(authorizer.get("IdentitySource") or ())
+
+
+def missing_identity(
+    sources: tuple[str, ...], headers: dict[str, str], query: dict[str, str]
+) -> list[str]:
+    """The identity sources a `$connect` request lacks: API Gateway answers 401 without calling
+    the authorizer when any is missing (header names case-insensitive, query names not)."""
+    lowered = {name.lower() for name in headers}
+    missing = []
+    for source in sources:
+        if source.startswith("route.request.header."):
+            present = source.removeprefix("route.request.header.").lower() in lowered
+        elif source.startswith("route.request.querystring."):
+            present = bool(query.get(source.removeprefix("route.request.querystring.")))
+        else:
+            raise AssertionError(f"identity source not modelled by the stand-in: {source}")
+        if not present:
+            missing.append(source)
+    return missing
+
+
 def _id(connection: ServerConnection) -> str:
     return uuid.UUID(str(connection.id)).hex
 
@@ -229,6 +285,14 @@ def _sample() -> dict[str, Any]:
     text = (ROOT / "events" / "api" / "start_turn.json").read_text(encoding="utf-8")
     event: dict[str, Any] = json.loads(text)
     return event
+
+
+def _console_file(target: str) -> Path | None:
+    """The console file of `GET target` (`/` is the page), as a static site would serve it."""
+    path = target.partition("?")[0]
+    if path == "/":
+        return asset("index.html")
+    return asset(path.removeprefix("/console/")) if path.startswith("/console/") else None
 
 
 def _handler(gateway_ref: list[Gateway]) -> type[http.server.BaseHTTPRequestHandler]:
@@ -251,7 +315,11 @@ def _handler(gateway_ref: list[Gateway]) -> type[http.server.BaseHTTPRequestHand
         def _any(self) -> None:
             gateway = gateway_ref[0]
             body = self._body()
-            if self.path == "/jwks":
+            page = _console_file(self.path) if gateway.console and self.command == "GET" else None
+            if page is not None:
+                kind = mimetypes.guess_type(page.name)[0] or "application/octet-stream"
+                self._answer(200, page.read_bytes(), {**PAGE_HEADERS, "Content-Type": kind})
+            elif self.path == "/jwks":
                 keys = KeySet([gateway.key]).as_dict(private=False)
                 self._answer(200, json.dumps(keys).encode())
             elif self.path.startswith(CONNECTIONS) and self.command == "POST":
@@ -275,27 +343,54 @@ def _handler(gateway_ref: list[Gateway]) -> type[http.server.BaseHTTPRequestHand
 
 @contextmanager
 def running_gateway() -> Iterator[Gateway]:
-    """The HTTP side listening (its URL is needed for the environment before the functions are
-    loaded); call `start_websocket` once `api`/`live` are loaded."""
+    """Both APIs listening (their URLs are needed for the environment before the functions are
+    loaded: TURNKEEP_WS_ENDPOINT, TURNKEEP_LIVE_URL); call `start_websocket` once `api`/`live`
+    are loaded, before the first request."""
     ref: list[Gateway] = []
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(ref))
     server.daemon_threads = True
     gateway = Gateway(server)
     ref.append(gateway)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    gateway.ws = serve(
+        gateway.session, "127.0.0.1", 0, process_request=gateway.connect, compression=None
+    )
+    threading.Thread(target=gateway.ws.serve_forever, daemon=True).start()
     try:
         yield gateway
     finally:
-        if gateway.ws is not None:
-            gateway.ws.shutdown()
+        gateway.ws.shutdown()
         server.shutdown()
         server.server_close()
 
 
 def start_websocket(gateway: Gateway, api: ModuleType, live: ModuleType) -> None:
-    """Serve the WebSocket API with the loaded function modules."""
+    """Put the loaded function modules behind both APIs."""
     gateway.api, gateway.live = api, live
-    gateway.ws = serve(
-        gateway.session, "127.0.0.1", 0, process_request=gateway.connect, compression=None
-    )
-    threading.Thread(target=gateway.ws.serve_forever, daemon=True).start()
+
+
+@contextmanager
+def deployed_gateway(
+    monkeypatch: pytest.MonkeyPatch, *, containers: bool = False, **env: str
+) -> Iterator[Gateway]:
+    """The stack of template.yaml (STANDARD) under moto behind the stand-in, the functions'
+    environment as the template sets it (the API function told the WebSocket URL,
+    TURNKEEP_LIVE_URL), plus `env`. `containers`: each function runs beside the others, as
+    deployed (Powertools metrics off: see `LambdaHost.containers`)."""
+    if containers:
+        env = {**env, "POWERTOOLS_METRICS_DISABLED": "true"}
+    with running_gateway() as running:
+        wired = {
+            "TURNKEEP_WS_ENDPOINT": running.endpoint,
+            "TURNKEEP_JWT_ISSUER": running.issuer,
+            "TURNKEEP_JWT_AUDIENCE": AUDIENCE,
+            "TURNKEEP_JWKS_URL": f"{running.url}/jwks",
+            "TURNKEEP_LIVE_URL": running.ws_url,
+        }
+        with deploy(monkeypatch, "STANDARD", **wired, **env) as deployed:
+            monkeypatch.setenv("TURNKEEP_STATE_MACHINE_ARN", deployed.state_machine_arn)
+            container.reset_runtime()
+            running.host = deployed.host
+            running.host.containers = containers
+            start_websocket(running, load_function_module("api"), load_function_module("live"))
+            yield running

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.support import function_tools as ft
-from tests.support.api_client import ApiHarness, auth, make_harness
+from tests.support.api_client import USER, ApiHarness, auth, make_harness
 from turnkeep import Agent, Tool, tool
 from turnkeep.api import ApiSettings
 from turnkeep.harness.state import load_state
@@ -78,6 +78,7 @@ def test_get_agent_describes_the_demo_agent_in_the_consoles_shape(api: ApiHarnes
         "clock_now": "builtin",
         "calculator": "builtin",
         "echo": "builtin",
+        "read_tool_result": "builtin",
     }
     calculator = next(t for t in body["tools"] if t["name"] == "calculator")
     assert list(calculator) == [
@@ -115,6 +116,31 @@ def test_get_agent_lists_function_and_source_tools_and_a_source_that_cannot_list
     assert tools["docs_search"] == ("mcp:docs", False)
     assert body["unavailable_sources"] == [
         {"name": "wiki", "error": "tool source 'wiki': HTTP 502 from http://127.0.0.1:9/mcp"}
+    ]
+
+
+def test_get_agent_names_a_source_whose_clashing_tools_are_left_out_and_lists_its_others(
+    api: ApiHarness,
+) -> None:
+    grocer = FakeSource(
+        "grocer", [tool(name="grocer_price")(_search), tool(name="grocer_stock")(_search)]
+    )
+    api.runtime.deps.agent = Agent(
+        tools=[tool(name="grocer_price")(ft.bare_add)], mcp_servers=[grocer]
+    )
+
+    body = api.client.get("/agent", headers=auth()).json()
+
+    tools = {t["name"]: t["source"] for t in body["tools"]}
+    assert tools["grocer_price"] == "function"
+    assert tools["grocer_stock"] == "mcp:grocer"
+    assert body["unavailable_sources"] == [
+        {
+            "name": "grocer",
+            "error": "tool source 'grocer': its tool 'price', named 'grocer_price', clashes with "
+            "the agent's function tool 'grocer_price': rename one, or leave the server's out "
+            "with deny=['price']",
+        }
     ]
 
 
@@ -186,11 +212,12 @@ def test_the_sessions_selected_model_runs_when_the_turn_names_none(paused: ApiHa
     assert _recorded(paused, sid, turn).model == "scripted?delay_ms=1"
 
 
-def test_a_selected_model_outside_the_allowed_ones_is_the_same_422(paused: ApiHarness) -> None:
+def test_a_selected_model_no_longer_offered_is_the_same_422_at_the_turn_start(
+    paused: ApiHarness,
+) -> None:
     sid = paused.session()
-    paused.client.put(
-        f"/sessions/{sid}/meta", json={"selectedModel": "scripted?delay_ms=99"}, headers=auth()
-    )
+    # Stored while the server offered it (the PUT refuses it now): a redeploy dropped it since.
+    paused.runtime.envelopes.put_host_meta(sid, USER, {"selectedModel": "scripted?delay_ms=99"})
 
     response = paused.client.post(f"/sessions/{sid}/turns", json={"text": "hi"}, headers=auth())
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from tests.support.api_client import OTHER, USER, ApiHarness, auth
@@ -13,6 +16,8 @@ from turnkeep.storage import (
     open_storage,
     value_list,
 )
+
+API_DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 
 
 def test_create_session_returns_201_with_the_callers_envelope_view(api: ApiHarness) -> None:
@@ -109,6 +114,31 @@ def test_put_meta_with_a_bad_value_is_422_naming_the_key(api: ApiHarness) -> Non
     assert response.status_code == 422
     assert "reasoningEffort" in response.json()["error"]["message"]
     assert api.snapshot(sid) == before
+
+
+def test_put_meta_with_a_selected_model_the_server_does_not_offer_is_422_and_keeps_turns_working(
+    api: ApiHarness,
+) -> None:
+    sid = api.session()
+    before = api.snapshot(sid)
+
+    refused = api.client.put(
+        f"/sessions/{sid}/meta", json={"selectedModel": "openai:gpt-x"}, headers=auth()
+    )
+
+    assert refused.status_code == 422
+    error = refused.json()["error"]
+    assert (error["code"], error["field"]) == ("model_not_allowed", "selectedModel")
+    assert error["message"].startswith(
+        "selectedModel: 'openai:gpt-x' is not offered by this server; allowed: scripted"
+    )
+    assert api.snapshot(sid) == before
+    started = api.client.post(f"/sessions/{sid}/turns", json={"text": "hi"}, headers=auth())
+    assert started.status_code == 202, started.text
+    accepted = api.client.put(
+        f"/sessions/{sid}/meta", json={"selectedModel": "scripted"}, headers=auth()
+    )
+    assert accepted.status_code == 200, accepted.text
 
 
 def test_notes_endpoint_shows_what_the_notes_tools_wrote(api: ApiHarness) -> None:
@@ -220,3 +250,20 @@ def test_openapi_schema_is_served_and_lists_every_route(api: ApiHarness) -> None
         "/sessions/{session_id}/turns/{turn_id}/events",
     }
     assert "delete" in paths["/sessions/{session_id}"]
+
+
+def test_the_session_views_turn_has_the_fields_docs_api_md_names(api: ApiHarness) -> None:
+    row = next(
+        line
+        for line in API_DOC.read_text().splitlines()
+        if line.startswith("| `GET /sessions/{id}` |")
+    )
+    documented = re.search(r"`turn` summary `\{([^}]*)\}`", row)
+    assert documented is not None, row
+    sid = api.session()
+    api.start(sid, "hello")
+
+    turn = api.client.get(f"/sessions/{sid}", headers=auth()).json()["turn"]
+
+    assert list(turn) == [name.strip() for name in documented.group(1).split(",")]
+    assert turn["turn_id"]

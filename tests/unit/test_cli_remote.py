@@ -362,3 +362,21 @@ def test_a_bad_ws_url_in_the_environment_is_a_one_line_error_with_exit_status_2(
         "turnkeep chat: TURNKEEP_WS_URL must be a wss:// or ws:// URL with a host, "
         "got 'https://h/live'\n"
     )
+
+
+def test_a_server_whose_get_live_says_it_cannot_stream_is_polled_without_a_stream_request() -> None:
+    api = FakeApi([{"events": [_assistant(5, "Noted.")], "next_cursor": 5, "finished": True}])
+    api.turn_answers = [httpx.Response(202, json={"turn_id": "op-1", "status": "running"})]
+
+    def lambda_host(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/live":  # the Lambda host: no stream route, no WebSocket
+            return httpx.Response(200, json={"websocket_url": None, "stream": False})
+        return api(request)  # records every other request, the stream route's included
+
+    code, out, err = _run_chat(lambda_host, "one\n")
+
+    assert code == 0, err
+    assert "assistant> Noted.\n[turn op-1: completed" in out
+    paths = [r.url.path for r in api.requests]
+    assert [p for p in paths if p.endswith("/stream")] == []
+    assert "/sessions/s-1/turns/op-1/events" in paths

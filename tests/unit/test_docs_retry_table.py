@@ -10,9 +10,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _definition_rows(file: str = "turn.asl.json") -> list[tuple[str, str, str, str, str]]:
+def _definition_rows(file: str = "turn.asl.json") -> list[tuple[str, ...]]:
     definition = json.loads((ROOT / "statemachine" / file).read_text())
-    rows: list[tuple[str, str, str, str, str]] = []
+    rows: list[tuple[str, ...]] = []
 
     def walk(states: dict[str, Any]) -> None:
         for name, state in states.items():
@@ -24,6 +24,7 @@ def _definition_rows(file: str = "turn.asl.json") -> list[tuple[str, str, str, s
                         str(retry.get("IntervalSeconds", 1)),
                         str(retry.get("MaxAttempts", 3)),
                         str(float(retry.get("BackoffRate", 2.0))),
+                        retry.get("JitterStrategy", "NONE"),
                     )
                 )
             inner = state.get("ItemProcessor") or state.get("Iterator")

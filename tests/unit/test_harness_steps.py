@@ -118,13 +118,18 @@ def test_a_tool_step_for_a_call_the_model_never_made_is_rejected() -> None:
         tool_step(deps, ToolStepInput(session_id="s1", op_id="op1", call_id="made-up"))
 
 
-def test_the_working_notes_tools_are_always_on() -> None:
+def test_the_working_notes_tools_and_read_tool_result_are_always_on() -> None:
     deps, _ = _deps()
     deps.tools = lambda _s, _u: []
 
     names = deps.registry("s1", "u1").names
 
-    assert names == ["working_notes_get", "working_notes_update", "working_notes_clear"]
+    assert names == [
+        "working_notes_get",
+        "working_notes_update",
+        "working_notes_clear",
+        "read_tool_result",
+    ]
 
 
 def test_run_turn_returns_a_completed_result_with_usage() -> None:

@@ -12,12 +12,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from turnkeep.agent.function_tool import ToolDefinitionError, function_tool, valid_tool_name
+from turnkeep.agent.function_tool import ToolDefinitionError, function_tool
 from turnkeep.notes.tools import WORKING_NOTES_TOOL_NAMES
 from turnkeep.providers.settings import ModelSettings
 from turnkeep.system_prompt import DEFAULT_SYSTEM_PROMPT
-from turnkeep.tools.base import Tool
-from turnkeep.tools.sources import ToolSource
+from turnkeep.tools.base import READ_TOOL_RESULT, Tool
+from turnkeep.tools.names import source_name_problem, source_tool_name, tool_name_problem
+from turnkeep.tools.sources import ToolSource, declared_tools
 
 DEFAULT_TURN_SETTINGS: tuple[str, ...] = ("max_tokens", "temperature", "top_p", "stop")
 """Model settings a turn may override unless the agent says otherwise (never `extra`, which
@@ -62,6 +63,24 @@ def _as_tool(agent: str, item: object) -> Tool[Any]:
     )
 
 
+def _check_declared_names(agent: str, tool_names: set[str], sources: Sequence[ToolSource]) -> None:
+    """The clashes visible in the definition: a source with an allow list names the tools it
+    may list, so `<source>_<tool>` for each is known now and must be no other tool's name (a
+    source without one is checked when it is listed: docs/mcp.md, "Names")."""
+    owners: dict[str, str] = {t: f"the function tool {t!r}" for t in tool_names}
+    for source in sources:
+        for original in sorted(declared_tools(source) or ()):
+            final = source_tool_name(source.name, original)
+            other = owners.get(final)
+            if other is not None:
+                raise AgentDefinitionError(
+                    f"agent {agent!r}: tool source {source.name!r} allows its tool "
+                    f"{original!r}, named {final!r}, which is {other}'s name too: rename one, "
+                    "or leave it out of allow="
+                )
+            owners[final] = f"tool {original!r} of source {source.name!r}"
+
+
 class Agent:
     """What a turn runs: instructions, tools, tool sources (MCP servers) and model settings.
 
@@ -71,12 +90,14 @@ class Agent:
     tools are built. `model` is the default model spec when `TURNKEEP_MODEL` is unset;
     `allowed_models` are the specs a turn may pick besides the default (joined with
     `TURNKEEP_ALLOWED_MODELS`). `model_settings` apply to every round; `turn_settings` names the
-    settings a turn may override (docs/agent.md).
+    settings a turn may override. `deps` is what tools get as `ToolContext.deps`: an object, or
+    a zero-argument factory (function, class, partial) each process calls once (docs/agent.md).
     """
 
     __slots__ = (
         "allowed_models",
         "builtin_names",
+        "deps",
         "description",
         "instructions",
         "mcp_servers",
@@ -99,12 +120,12 @@ class Agent:
         allowed_models: Sequence[str] = (),
         model_settings: ModelSettings | Mapping[str, Any] | None = None,
         turn_settings: Collection[str] = DEFAULT_TURN_SETTINGS,
+        deps: object = None,
         _builtin: Collection[str] = (),  # the demo agent's: labelled `builtin` on GET /agent
     ) -> None:
-        if not valid_tool_name(name):
-            raise AgentDefinitionError(
-                f"agent name {name!r} is invalid: use 1-64 characters of A-Z a-z 0-9 _ -"
-            )
+        problem = tool_name_problem(name, "agent name")
+        if problem is not None:
+            raise AgentDefinitionError(problem)
         if not isinstance(description, str):
             raise AgentDefinitionError(f"agent {name!r}: description must be text")
         if instructions is not None and (
@@ -119,15 +140,18 @@ class Agent:
         built = tuple(_as_tool(name, item) for item in tools)
         seen: set[str] = set()
         for t in built:
-            if not valid_tool_name(t.name):
-                raise AgentDefinitionError(
-                    f"agent {name!r}: tool name {t.name!r} is invalid: use 1-64 characters of "
-                    "A-Z a-z 0-9 _ -"
-                )
+            problem = tool_name_problem(t.name)
+            if problem is not None:
+                raise AgentDefinitionError(f"agent {name!r}: {problem}")
             if t.name in WORKING_NOTES_TOOL_NAMES:
                 raise AgentDefinitionError(
                     f"agent {name!r}: tool name {t.name!r} is a working-notes tool's (always "
                     f"offered: {', '.join(sorted(WORKING_NOTES_TOOL_NAMES))}); rename it"
+                )
+            if t.name == READ_TOOL_RESULT:
+                raise AgentDefinitionError(
+                    f"agent {name!r}: tool name {t.name!r} is the always-on tool that reads "
+                    "long tool results; rename it"
                 )
             if t.name in seen:
                 raise AgentDefinitionError(f"agent {name!r}: tool name {t.name!r} is used twice")
@@ -140,16 +164,15 @@ class Agent:
                     f"agent {name!r}: mcp_servers takes tool sources (turnkeep.mcp_server(...) "
                     f"or a turnkeep.tools.sources.ToolSource), not {type(source).__name__}"
                 )
-            if not valid_tool_name(source.name) or len(source.name) > 62:
-                raise AgentDefinitionError(
-                    f"agent {name!r}: tool source name {source.name!r} is invalid: use 1-62 "
-                    "characters of A-Z a-z 0-9 _ - (its tools are named <source>_<tool>)"
-                )
+            problem = source_name_problem(source.name)
+            if problem is not None:
+                raise AgentDefinitionError(f"agent {name!r}: {problem}")
             if source.name in source_names:
                 raise AgentDefinitionError(
                     f"agent {name!r}: tool source name {source.name!r} is used twice"
                 )
             source_names.add(source.name)
+        _check_declared_names(name, seen, sources)
         for spec in (model, *allowed_models):
             if spec is not None and (not isinstance(spec, str) or not spec.strip()):
                 raise AgentDefinitionError(f"agent {name!r}: a model spec must be non-blank text")
@@ -169,6 +192,7 @@ class Agent:
         self.model_settings = _settings(name, model_settings)
         self.turn_settings: frozenset[str] = frozenset(turn_settings)
         self.builtin_names: frozenset[str] = frozenset(_builtin)
+        self.deps = deps
 
     def __repr__(self) -> str:
         return (

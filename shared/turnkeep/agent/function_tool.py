@@ -24,9 +24,9 @@ from pydantic.fields import FieldInfo
 from pydantic_core import to_json
 
 from turnkeep.tools.base import Tool, ToolContext, ToolResult
+from turnkeep.tools.names import tool_name_problem
 
 Isolation = Literal["process", "in_process"]
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Params)\s*:\s*$")
 _OTHER_SECTION = re.compile(
     r"^\s*(Returns?|Yields?|Raises?|Examples?|Notes?|Attributes|See Also)\s*:\s*$"
@@ -36,11 +36,6 @@ _ARG_LINE = re.compile(r"^\s*\*{0,2}(\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
 
 class ToolDefinitionError(ValueError):
     """A function cannot become a tool (no type hint, *args, a bad name...); one line."""
-
-
-def valid_tool_name(name: object) -> bool:
-    """Whether `name` fits every provider's tool-name rule: [A-Za-z0-9_-]{1,64}."""
-    return isinstance(name, str) and _NAME.match(name) is not None
 
 
 def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
@@ -78,11 +73,22 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
 
 
 class FunctionArgs(BaseModel):
-    """Base of a function tool's generated argument model: unknown arguments are refused, and
-    an instance crosses a process boundary by its tool's import path (the class is generated)."""
+    """Base of a function tool's generated argument model: unknown arguments are refused (at
+    every depth: the registry validates with `extra="forbid"`, and the schema says so), and an
+    instance crosses a process boundary by its tool's import path (the class is generated)."""
 
     model_config = ConfigDict(extra="forbid")
     _tool_ref: typing.ClassVar[tuple[str, str] | None] = None
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Pydantic's schema, with every nested model closed (`additionalProperties: false`)
+        as the registry's validation is, so the model is told what is refused."""
+        schema = super().model_json_schema(*args, **kwargs)
+        for definition in schema.get("$defs", {}).values():
+            if definition.get("type") == "object" and "properties" in definition:
+                definition.setdefault("additionalProperties", False)
+        return schema
 
     def __reduce__(self) -> tuple[Any, ...]:
         ref = type(self)._tool_ref
@@ -231,6 +237,12 @@ class FunctionTool(Tool[BaseModel]):
         return self.function(*args, **kwargs)
 
     @property
+    def uses_context(self) -> bool:
+        """Only a function with a `ToolContext` parameter sees the context."""
+        handler = self.handler
+        return isinstance(handler, _Handler) and handler.context_param is not None
+
+    @property
     def bounds_itself(self) -> bool:
         """An `async def` tool cancels itself at its timeout (no thread is left running)."""
         return inspect.iscoroutinefunction(self.function)
@@ -334,10 +346,9 @@ def function_tool(
         raise ToolDefinitionError(f"a tool needs a function, got {type(fn).__name__}")
     fn_name = getattr(fn, "__name__", type(fn).__name__)
     tool_name = fn_name if name is None else name
-    if not valid_tool_name(tool_name):
-        raise ToolDefinitionError(
-            f"tool name {tool_name!r} is invalid: use 1-64 characters of A-Z a-z 0-9 _ -"
-        )
+    problem = tool_name_problem(tool_name)
+    if problem is not None:
+        raise ToolDefinitionError(problem)
     if timeout_seconds is not None and not timeout_seconds > 0:
         raise ToolDefinitionError(f"tool {tool_name}: timeout_seconds must be > 0")
     if isolation not in ("process", "in_process"):

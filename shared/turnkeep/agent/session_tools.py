@@ -8,10 +8,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from turnkeep.agent.definition import Agent
-from turnkeep.agent.function_tool import valid_tool_name
 from turnkeep.tools.base import Tool
+from turnkeep.tools.names import valid_tool_name
 from turnkeep.tools.registry import ToolRegistry
-from turnkeep.tools.sources import ToolSource, ToolSourceError
+from turnkeep.tools.sources import ToolSource, ToolSourceError, is_required
 
 logger = logging.getLogger("turnkeep.agent")
 
@@ -34,32 +34,65 @@ def session_registry(
 
 
 def add_source(registry: ToolRegistry, source: ToolSource) -> None:
-    """Register what `source` lists now, all or nothing; a failure marks it unavailable."""
+    """Register what `source` lists now; a failure marks it unavailable (docs/mcp.md,
+    "Failures"). A listed tool whose name another tool of the agent has is left out of an
+    optional source (the rest register) and makes a required one fail, not retryably."""
     name = source.name
+    required = is_required(source)
     try:
         listed = list(source.list_tools())
     except ToolSourceError as exc:
-        _unavailable(registry, name, str(exc))
+        _unavailable(registry, name, str(exc), required, exc.retryable)
         return
     except Exception as exc:  # a source's bug is its failure to list, not the harness's crash
-        _unavailable(registry, name, str(ToolSourceError(name, f"{type(exc).__name__}: {exc}")))
+        message = str(ToolSourceError(name, f"{type(exc).__name__}: {exc}"))
+        _unavailable(registry, name, message, required, True)
         return
-    seen: set[str] = set()
+    kept: list[Tool[Any]] = []
+    clashing: list[str] = []
     for tool in listed:
         problem = None
         if not isinstance(tool, Tool):
             problem = f"listed a {type(tool).__name__}, not a Tool"
         elif not (tool.name.startswith(f"{name}_") and valid_tool_name(tool.name)):
             problem = f"listed tool {tool.name!r}, not named {name}_<tool> within 64 characters"
-        elif tool.name in registry or tool.name in seen:
-            problem = f"listed tool {tool.name!r}, whose name another tool of the agent has"
         if problem is not None:
-            _unavailable(registry, name, str(ToolSourceError(name, problem)))
+            _unavailable(registry, name, str(ToolSourceError(name, problem)), required, True)
             return
-        seen.add(tool.name)
-    registry.extend(listed, source=f"mcp:{name}")
+        if tool.name in registry or any(k.name == tool.name for k in kept):
+            clashing.append(tool.name)
+            continue
+        kept.append(tool)
+    if clashing:
+        message = str(ToolSourceError(name, "; ".join(_clash(registry, name, t) for t in clashing)))
+        if required:
+            _unavailable(registry, name, message, required, False)
+            return
+        logger.info("tool source %s: tools left out: %s", name, message)
+        registry.mark_left_out(name, clashing, message)
+    registry.extend(kept, source=f"mcp:{name}")
 
 
-def _unavailable(registry: ToolRegistry, name: str, error: str) -> None:
-    logger.warning("tool source %s unavailable: %s", name, error)
-    registry.mark_unavailable(name, error)
+def _clash(registry: ToolRegistry, source: str, tool_name: str) -> str:
+    owner = registry.source_of(tool_name) or ""
+    other = {
+        "function": "the agent's function tool",
+        "builtin": "the agent's built-in tool",
+        "notes": "the working-notes tool",
+    }.get(owner, f"the tool of {owner}" if owner.startswith("mcp:") else "another tool")
+    original = tool_name[len(source) + 1 :]
+    return (
+        f"its tool {original!r}, named {tool_name!r}, clashes with {other} {tool_name!r}: "
+        f"rename one, or leave the server's out with deny=[{original!r}]"
+    )
+
+
+def _unavailable(
+    registry: ToolRegistry, name: str, error: str, required: bool, retryable: bool
+) -> None:
+    # An optional source's failure reaches the person as the turn's notice (docs/mcp.md): a
+    # warning per listing would repeat it on every step of every turn.
+    logger.log(
+        logging.WARNING if required else logging.INFO, "tool source %s unavailable: %s", name, error
+    )
+    registry.mark_unavailable(name, error, required=required, retryable=retryable)

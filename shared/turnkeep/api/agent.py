@@ -13,8 +13,8 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from turnkeep.api.context import Ctx, User
+from turnkeep.api.model_choice import allowed_models
 from turnkeep.api.models import error_responses
-from turnkeep.api.turns import allowed_models
 
 router = APIRouter(tags=["agent"], responses=error_responses(400, 401, 405, 503))
 
@@ -77,6 +77,9 @@ def get_agent(ctx: Ctx, user: User) -> AgentView:
         )
         for tool, spec in zip(registry, registry.specs(), strict=True)
     ]
+    problems: dict[str, str] = {}  # a source left out whole, or in part (a name clash): once
+    for problem in registry.problems:
+        problems.setdefault(problem.source, problem.message)
     return AgentView(
         name=agent.name,
         description=agent.description,
@@ -86,7 +89,6 @@ def get_agent(ctx: Ctx, user: User) -> AgentView:
         model_settings=agent.model_settings.model_dump(mode="json", exclude_none=True),
         tools=tools,
         unavailable_sources=[
-            UnavailableSource(name=name, error=error)
-            for name, error in registry.unavailable.items()
+            UnavailableSource(name=name, error=error) for name, error in problems.items()
         ],
     )

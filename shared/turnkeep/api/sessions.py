@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body, Query, Response
 
 from turnkeep.api.context import Ctx, SessionId, User
 from turnkeep.api.errors import ApiError
+from turnkeep.api.model_choice import check_model
 from turnkeep.api.models import (
     CreateSessionRequest,
     MetaValue,
@@ -151,7 +152,7 @@ def delete_session(ctx: Ctx, user: User, session_id: SessionId) -> Response:
 @router.put(
     "/{session_id}/meta",
     response_model=SessionView,
-    responses={**_SESSION, **error_responses(400, 413)},
+    responses={**_SESSION, **error_responses(400, 413, 422)},
 )
 def put_meta(
     ctx: Ctx,
@@ -162,8 +163,12 @@ def put_meta(
         Body(description="the full host key set: a key left out is cleared; null clears too"),
     ],
 ) -> SessionView:
-    """Replace the host meta keys (never the working notes or any worker key)."""
+    """Replace the host meta keys (never the working notes or any worker key); a
+    `selectedModel` the server does not offer is refused here, not at every later turn."""
     ctx.owned(user, session_id)
+    selected = meta.get("selectedModel")
+    if isinstance(selected, str) and selected:
+        check_model(ctx, selected, "selectedModel")
     try:
         envelope = ctx.runtime.envelopes.put_host_meta(session_id, user, meta)
     except MetaValidationError as exc:

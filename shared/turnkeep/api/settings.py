@@ -68,3 +68,11 @@ class ApiSettings(BaseSettings):
         description="event stream: storage is read this often without a commit notice (a "
         "turn another process drives: `turnkeep chat` on the same file)",
     )
+    live_url: str = Field(
+        default="",
+        pattern=r"^(wss?://[^\s?#]+)?$",
+        description="the WebSocket API's client URL (wss://<api>.execute-api.<region>."
+        "amazonaws.com/<stage>, the stack's WebSocketUrl): `GET /live` names it and "
+        "`POST /live/tickets` issues tickets for it; empty: no WebSocket (follow the stream "
+        "route or poll)",
+    )

@@ -11,6 +11,7 @@ from turnkeep.api.approvals import wake
 from turnkeep.api.context import ApiContext, Ctx, SessionId, TurnId, User
 from turnkeep.api.errors import ApiError, not_found
 from turnkeep.api.launch import LocalLauncher
+from turnkeep.api.model_choice import check_model
 from turnkeep.api.models import (
     CancelView,
     EventsPage,
@@ -72,28 +73,6 @@ def _check_text(ctx: ApiContext, text: str) -> None:
         )
 
 
-def allowed_models(ctx: ApiContext) -> list[str]:
-    """The default model first, then every other spec a turn may name (the agent's
-    `allowed_models` and TURNKEEP_ALLOWED_MODELS)."""
-    default = ctx.runtime.settings.model
-    others = [*ctx.runtime.deps.agent.allowed_models, *ctx.settings.allowed_models]
-    return [default, *sorted(set(others) - {default})]
-
-
-def _check_model(ctx: ApiContext, model: str | None, field: str = "model") -> None:
-    if model is None:
-        return
-    allowed = allowed_models(ctx)
-    if model not in allowed:
-        raise ApiError(
-            422,
-            "model_not_allowed",
-            f"{field}: {model!r} is not offered by this server; "
-            f"allowed: {', '.join(sorted(allowed))}",
-            field=field,
-        )
-
-
 def _turn_model(ctx: ApiContext, body: StartTurnRequest, envelope: Envelope) -> str:
     """The turn's model: the body's, else the session's `selectedModel`, else the default
     (each checked against the allowed models)."""
@@ -101,7 +80,7 @@ def _turn_model(ctx: ApiContext, body: StartTurnRequest, envelope: Envelope) -> 
         return body.model
     selected = envelope.meta.get("selectedModel")
     if isinstance(selected, str) and selected:
-        _check_model(ctx, selected, "selectedModel")
+        check_model(ctx, selected, "selectedModel")
         return selected
     return ctx.runtime.settings.model
 
@@ -145,7 +124,7 @@ def start(
 ) -> TurnAccepted:
     """Start a turn: record the message, hand the turn to the orchestrator, answer at once."""
     _check_text(ctx, body.text)
-    _check_model(ctx, body.model)
+    check_model(ctx, body.model)
     _check_settings(ctx, body)
     deps = ctx.runtime.deps
     op_id = new_op_id()

@@ -167,8 +167,8 @@ def _add_chat(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     chat.add_argument(
         "--ws-url",
         metavar="WSS_URL",
-        help="with --url: follow turns over the deployment's WebSocket API (its WebSocketUrl "
-        f"output; default: ${WS_URL_ENV}), polling where it cannot be opened",
+        help=f"with --url: follow turns over this WebSocket API (default: ${WS_URL_ENV}, else "
+        "the one the API names at GET /live), polling where it cannot be opened",
     )
     _add_agent(chat)
     chat.add_argument(

@@ -41,6 +41,7 @@ commands (anything else is a message to the model):
   /notes    show the session's working notes
   /cancel   cancel the session's running turn (also: Ctrl-C while a turn runs)
   /resume   continue a turn left running (e.g. by a chat that was killed) and show it
+  /show [N] print tool result N (the latest without N) whole, as the model got it
   /help     this list
   /quit     end the chat (also: /exit, Ctrl-D)"""
 
@@ -66,6 +67,11 @@ class ChatBackend(Protocol):
 
     def resume(self) -> str | None:
         """Continue a turn left running, printing it; a line when there is nothing to do."""
+        ...
+
+    @property
+    def printer(self) -> StreamPrinter:
+        """Where the turns are printed (it keeps the tool results `/show` prints)."""
         ...
 
 
@@ -99,6 +105,8 @@ def repl(inp: TextIO, out: TextIO, backend: ChatBackend) -> None:
             said = backend.resume()
             if said is not None:
                 out.write(said + "\n")
+        elif command == "/show" or command.startswith("/show "):
+            out.write(backend.printer.whole(text[len("/show") :]) + "\n")
         elif text.startswith("/") and " " not in text:
             out.write(f"unknown command {text}; /help lists the commands\n")
         else:
@@ -400,6 +408,7 @@ def run_remote_chat(args: argparse.Namespace, inp: TextIO, out: TextIO, err: Tex
                 session_id = chat.open_session(args.session)
                 if args.require_approval is not None:
                     chat.require_approval(args.require_approval)
+                ws_url = chat.discover_live()
             except remote.RemoteApiError as exc:
                 hint = remote.url_hint(client, exc)
                 err.write(f"turnkeep chat: the session could not be opened: {exc}\n")

@@ -1,7 +1,11 @@
 """`turnkeep demo`: a scripted multi-turn conversation on local SQLite, checked as it goes.
 
 Each turn is run by this process as its recorded owner (`turnkeep.harness.local_owner`); an
-interrupt ends the running turn as aborted, so no session is left running.
+interrupt ends the running turn as aborted, so no session is left running. With `--agent` the
+demo runs that agent: it lists the agent's tools (as `GET /agent` does) and runs the part of the
+script every agent has the tools for (the working notes); the demo agent's tool calls are not
+sent to an agent that lacks those tools. A turn that does not complete, a tool error result or a
+scope left behind fails the demo (exit status 1).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import TextIO
 from turnkeep.cli.printer import StreamPrinter, describe
 from turnkeep.harness import HarnessDeps, TurnResult
 from turnkeep.harness.local_owner import run_owned_turn
+from turnkeep.harness.orchestrator import ToolOutcome
 from turnkeep.harness.state import (
     CHECKPOINT_NS,
     MEMO_NS,
@@ -37,6 +42,13 @@ DEMO_SCRIPT: tuple[str, ...] = (
     "remember the answer is 42",
     "what do you remember?",
 )
+
+AGENT_SCRIPT: tuple[str, ...] = (
+    "hello turnkeep",
+    "remember the deploy region is eu-west-1",
+    "what do you remember?",
+)
+"""What the demo runs with `--agent`: only the working-notes tools, which every agent has."""
 
 
 DEMO_LEGEND = """\
@@ -69,6 +81,22 @@ def _scope_left(deps: HarnessDeps, session_id: str, result: TurnResult) -> int:
         storage.close()
 
 
+def _agent_tools(deps: HarnessDeps, session_id: str, out: TextIO) -> int:
+    """Print the agent's tools as `GET /agent` lists them; the number of sources left out."""
+    registry = deps.registry(session_id, DEMO_USER)
+    shown = ", ".join(
+        f"{name} ({registry.source_of(name) or 'function'})" for name in registry.names
+    )
+    out.write(f"agent {deps.agent.name}: tools {shown}\n")
+    for problem in registry.problems:
+        out.write(f"agent {deps.agent.name}: without {problem.source}: {problem.message}\n")
+    out.write(
+        "The demo calls only the working-notes tools of this agent (its own tools need "
+        "arguments only you know: try them with `turnkeep chat --agent ...`).\n"
+    )
+    return len(registry.problems)
+
+
 def run_demo(args: argparse.Namespace, out: TextIO) -> int:
     """Run DEMO_SCRIPT as turns of one new session and check each operation scope is gone."""
     # The demo's script is written for the scripted model; --delay shapes it (the spec is
@@ -83,8 +111,19 @@ def run_demo(args: argparse.Namespace, out: TextIO) -> int:
     out.write(DEMO_LEGEND)
     printer = StreamPrinter(out)
     failures = 0
+    tool_errors: list[ToolOutcome] = []
+
+    def on_tool(outcome: ToolOutcome) -> None:
+        printer.on_tool(outcome)
+        if outcome.is_error:
+            tool_errors.append(outcome)
+
+    script = DEMO_SCRIPT
     try:
-        for text in DEMO_SCRIPT:
+        if settings.agent:
+            script = AGENT_SCRIPT
+            failures += _agent_tools(deps, session_id, out)
+        for text in script:
             out.write("\nuser> " + text.replace("\n", "\n      ") + "\n")
             result = run_owned_turn(
                 deps,
@@ -93,7 +132,7 @@ def run_demo(args: argparse.Namespace, out: TextIO) -> int:
                 text,
                 model=model,
                 on_event=printer.on_event,
-                on_tool=printer.on_tool,
+                on_tool=on_tool,
             )
             out.write(describe(result) + "\n")
             left = _scope_left(deps, session_id, result)
@@ -102,7 +141,8 @@ def run_demo(args: argparse.Namespace, out: TextIO) -> int:
                 + ("retired, nothing left]" if left == 0 else f"NOT retired: {left} items]")
                 + "\n"
             )
-            failures += int(result.status != "completed" or left != 0)
+            failures += int(result.status != "completed" or left != 0) + len(tool_errors)
+            tool_errors.clear()
         envelope = envelopes.get(session_id)
         notes = envelope.working_notes if envelope is not None else None
         out.write(f"\nworking notes folded into the next turn:\n{notes or '(none)'}\n")

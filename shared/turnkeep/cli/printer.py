@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TextIO
+from typing import Final, TextIO
 
 from turnkeep.cli.usage_line import usage_text
 from turnkeep.harness import TurnResult
 from turnkeep.harness.orchestrator import ToolOutcome
+from turnkeep.harness.source_notices import ToolSourceNotice
 from turnkeep.providers.base import (
     ResponseDone,
     StreamEvent,
@@ -14,6 +15,10 @@ from turnkeep.providers.base import (
     ToolCallDelta,
     ToolCallStart,
 )
+
+FOLD_CHARS: Final = 300
+"""A tool result longer than this is folded to one line (its size, and `/show N`)."""
+FOLD_LINE_CHARS: Final = 120
 
 
 class StreamPrinter:
@@ -29,10 +34,15 @@ class StreamPrinter:
         self.out = out
         self._in_text = False
         self._calls: dict[int, list[str]] = {}
+        self.results: list[tuple[str, str, bool]] = []
+        """Every tool result shown, in order: (name, content, is_error); `/show N` prints one."""
 
-    def on_event(self, event: StreamEvent) -> None:
-        """Print one stream event; tool calls once their round is done (arguments complete)."""
-        if isinstance(event, TextDelta):
+    def on_event(self, event: StreamEvent | ToolSourceNotice) -> None:
+        """Print one stream event; tool calls once their round is done (arguments complete);
+        a line for a tool source the round goes on without."""
+        if isinstance(event, ToolSourceNotice):
+            self.notice(event.line())
+        elif isinstance(event, TextDelta):
             self.text(event.text)
         elif isinstance(event, ToolCallStart):
             self.end_text()
@@ -72,16 +82,41 @@ class StreamPrinter:
         self.out.flush()
 
     def tool_result(self, name: str, content: str, is_error: bool) -> None:
-        """One line per tool result: its first line, and how many lines are not shown."""
+        """One line per tool result: its first line, and how many lines are not shown; a long
+        result folded to the start of that line, its size and the `/show N` that prints it."""
         self.end_text()
+        self.results.append((name, content, is_error))
         mark = "error" if is_error else "ok"
         lines = content.splitlines()
         shown = lines[0] if lines else ""
-        if len(lines) > 1:  # say what is not shown rather than hide it
+        if len(content) > FOLD_CHARS:  # say what is not shown rather than hide it
+            if len(shown) > FOLD_LINE_CHARS:
+                shown = shown[:FOLD_LINE_CHARS] + "…"
+            shown += (
+                f" [folded: {len(content):,} characters, {len(lines):,} line"
+                f"{'s' if len(lines) != 1 else ''}; /show {len(self.results)} prints it whole]"
+            )
+        elif len(lines) > 1:
             more = len(lines) - 1
             shown += f" (+{more} more line{'s' if more > 1 else ''})"
         self.out.write(f"  <- {name} [{mark}] {shown}\n")
         self.out.flush()
+
+    def whole(self, which: str) -> str:
+        """The text of `/show [N]`: tool result N (1-based; the latest without N) whole, as
+        the model got it, or a line saying why there is none."""
+        if not self.results:
+            return "(no tool results shown yet)"
+        which = which.strip()
+        if not which:
+            number = len(self.results)
+        elif which.isdigit() and 1 <= int(which) <= len(self.results):
+            number = int(which)
+        else:
+            return f"/show takes a tool result's number, 1 to {len(self.results)} (got {which!r})"
+        name, content, is_error = self.results[number - 1]
+        mark = "error" if is_error else "ok"
+        return f"  <- {name} [{mark}] #{number}, {len(content):,} characters:\n{content}"
 
     def approval_request(self, name: str, arguments: str) -> None:
         """A call that waits for the person at the keyboard."""

@@ -1,10 +1,11 @@
 """`turnkeep chat --url`: the terminal chat as a client of the HTTP API (contract: docs/api.md).
 
-A turn is `POST /sessions/{id}/turns`, then its event stream `GET .../turns/{turn}/stream`
-(Server-Sent Events: live deltas, frames, entries, the end) or, given the deployment's WebSocket
-URL (`--ws-url`, `TURNKEEP_WS_URL`), a `subscribe` on its WebSocket API (the same events as
-messages). Where the server has no stream (the deployed HTTP API answers 501; an older server
-404/405), the socket cannot be opened, or either breaks, the chat polls
+At the start the chat asks the API where turns are followed live (`GET /live`): a turn is
+`POST /sessions/{id}/turns`, then a `subscribe` on the deployment's WebSocket API (the URL
+`GET /live` names, or `--ws-url` / `TURNKEEP_WS_URL`: the same events as messages, the whole
+turn long) or, where the server streams, its event stream `GET .../turns/{turn}/stream`
+(Server-Sent Events: live deltas, frames, entries, the end). Where it does neither, the socket
+cannot be opened, or either breaks, the chat polls
 `GET .../turns/{turn}/events?cursor=` with each page's `next_cursor` until `finished`, with a
 bounded backoff while pages come back empty. `TurnEventRenderer` turns those events
 into printer calls so every piece of text is shown once: deltas and frames (provisional, of the
@@ -19,12 +20,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, urlsplit
 
 from turnkeep.cli.usage_line import usage_text
+from turnkeep.harness.source_notices import ToolSourceNotice
 
 if TYPE_CHECKING:
     import httpx
@@ -37,6 +38,8 @@ POLL_MIN_S = 0.05
 POLL_MAX_S = 0.5
 DEFAULT_TURN_WALL_S = 600.0
 PAGE_LIMIT = 200
+LISTING_WAIT_S = 10.0
+"""How long a seen approval request may take to be listed by `GET /approvals`."""
 _BODY_SHOWN = 300
 
 
@@ -118,6 +121,10 @@ class TurnEventRenderer:
         self.frames_seen = 0
         self._shown: dict[str, str] = {}
         self._settled: set[str] = set()
+        self.waiting = False
+        """A live stream said the turn waits for an approval (its `status`)."""
+        self.undecided: set[str] = set()
+        """Calls of `approval_requested` events handled with no `approval_decided` yet."""
 
     def on_event(self, event: Mapping[str, Any]) -> None:
         """Handle one event of a page (pages are fed in order)."""
@@ -131,6 +138,19 @@ class TurnEventRenderer:
             self._frame(event)
         elif kind == "entry":
             self._entry(event)
+        elif kind == "tool_source_unavailable":
+            tools = event.get("tools")
+            notice = ToolSourceNotice(
+                str(event.get("source")),
+                str(event.get("message", "")),
+                tuple(str(t) for t in tools) if isinstance(tools, list) else (),
+            )
+            self.output.end_text()
+            self.output.notice(notice.line())
+        elif kind == "approval_requested":
+            self.undecided.add(str(event.get("call_id")))
+        elif kind == "approval_decided":
+            self.undecided.discard(str(event.get("call_id")))
 
     def finish(self) -> None:
         """End the reply being shown (the turn ended)."""
@@ -302,6 +322,28 @@ class RemoteChat:
         self.session_id = _required(created, "session_id", "POST /sessions")
         return self.session_id
 
+    def discover_live(self) -> str | None:
+        """Ask the API where turns are followed live (`GET /live`, docs/api.md): its WebSocket
+        URL becomes `ws_url` unless one was given, and `streams` says whether the stream route
+        answers (never probed where it cannot); returns `ws_url`. An API without the route
+        (404/405: an older one) leaves both as they were: the stream route is tried."""
+        from turnkeep.cli.ws import check_ws_url
+
+        try:
+            live = self._call("GET", "/live")
+        except RemoteApiError as exc:
+            if exc.status in (404, 405):
+                return self.ws_url
+            raise
+        self.streams = live.get("stream") is True
+        url = live.get("websocket_url")
+        if self.ws_url is None and isinstance(url, str):
+            try:
+                self.ws_url = check_ws_url(url, "GET /live's websocket_url")
+            except ValueError as exc:
+                self.output.notice(f"[{exc}; polling]")
+        return self.ws_url
+
     def require_approval(self, tools: str) -> None:
         """Set the session's `toolApproval` host key, keeping its other host keys."""
         view = self._call("GET", self._session_path())
@@ -358,19 +400,21 @@ class RemoteChat:
         renderer = TurnEventRenderer(self.output)
         deadline = self.clock() + self.turn_wall_s
         if self.ws_url is not None:
-            followed = self._websocket(self.ws_url, turn_id, renderer, deadline)
-            if not isinstance(followed, _NoStream):
+            from turnkeep.cli.ws import follow_on_socket
+
+            followed = follow_on_socket(self, self.ws_url, turn_id, renderer, deadline)
+            if not isinstance(followed, NoStream):
                 return followed
         elif self.streams is not False:
             streamed = self._stream(turn_id, renderer, deadline)
-            if not isinstance(streamed, _NoStream):
+            if not isinstance(streamed, NoStream):
                 return streamed
         return self._poll(turn_id, renderer, deadline)
 
-    def _on_live(
+    def on_live(
         self, turn_id: str, renderer: TurnEventRenderer, kind: str, seq: int | None, data: Any
-    ) -> _Ended | None:
-        """One event of a live stream (SSE or WebSocket: the same kinds and data); `_Ended`
+    ) -> Ended | None:
+        """One event of a live stream (SSE or WebSocket: the same kinds and data); `Ended`
         with the turn's final status once nothing more is to be read."""
         event: Mapping[str, Any] = data if isinstance(data, dict) else {}
         if kind == "delta":
@@ -378,16 +422,25 @@ class RemoteChat:
         elif kind == "end":
             renderer.finish()
             self.output.notice(status_line(turn_id, event))
-            return _Ended(str(event.get("status")))
-        elif kind == "status" and event.get("status") == "awaiting_approval":
-            renderer.finish()
-            if not self._answer_approvals(turn_id):
-                return _Ended("awaiting_approval")
+            return Ended(str(event.get("status")))
+        elif kind == "status":
+            renderer.waiting = event.get("status") == "awaiting_approval"
         elif seq is not None:
             renderer.on_event(event)
         return None
 
-    def _gave_up(self, turn_id: str, renderer: TurnEventRenderer) -> None:
+    def ask_approvals(self, turn_id: str, renderer: TurnEventRenderer) -> Ended | None:
+        """Ask about the calls `renderer` saw requested and not decided (their entries were
+        shown: the request follows its call in seq order); `Ended` when no one can answer."""
+        renderer.finish()
+        if not self._answer_approvals(turn_id, wait_listed=True):
+            return Ended("awaiting_approval")
+        renderer.waiting = False
+        renderer.undecided.clear()
+        return None
+
+    def gave_up(self, turn_id: str, renderer: TurnEventRenderer) -> None:
+        """Say the turn outlived the chat's wall time (it may still run on the server)."""
         renderer.finish()
         self.output.notice(
             f"[turn {turn_id} did not finish within {self.turn_wall_s:g} s; "
@@ -396,8 +449,8 @@ class RemoteChat:
 
     def _stream(
         self, turn_id: str, renderer: TurnEventRenderer, deadline: float
-    ) -> str | _NoStream | None:
-        """Follow the turn on its event stream; `_NoStream` when the caller must poll."""
+    ) -> str | NoStream | None:
+        """Follow the turn on its event stream; `NoStream` when the caller must poll."""
         import httpx
 
         from turnkeep.cli.sse import read_sse
@@ -414,17 +467,21 @@ class RemoteChat:
                     answer.read()
                     if answer.status_code != 404:
                         self.streams = False  # this server never streams: poll from now on
-                    return _NoStream()
+                    return NoStream()
                 if not answer.is_success:
                     answer.read()
                     raise _api_error(answer)
                 self.streams = True
                 for event in read_sse(answer.iter_lines()):
-                    ended = self._on_live(turn_id, renderer, event.kind, event.id, event.data)
+                    ended = self.on_live(turn_id, renderer, event.kind, event.id, event.data)
+                    if ended is None and renderer.waiting and renderer.undecided:
+                        # Both known: the turn waits and its requests were shown. A catch-up
+                        # sends the status first: asking on it printed `??` before the call.
+                        ended = self.ask_approvals(turn_id, renderer)
                     if ended is not None:
                         return ended.status
                     if self.clock() > deadline:
-                        self._gave_up(turn_id, renderer)
+                        self.gave_up(turn_id, renderer)
                         return None
         except RemoteApiError as exc:
             renderer.finish()
@@ -432,73 +489,7 @@ class RemoteChat:
             return None
         except httpx.TransportError:
             pass  # the stream broke (or timed out): the events page has the rest
-        return _NoStream()
-
-    def _websocket(
-        self, url: str, turn_id: str, renderer: TurnEventRenderer, deadline: float
-    ) -> str | _NoStream | None:
-        """Follow the turn on the WebSocket API; `_NoStream` when the caller must poll (from
-        `renderer.last_seq`: what the socket showed is not shown again)."""
-        from turnkeep.cli import ws
-
-        if self.session_id is None:
-            raise RuntimeError("open_session() first")
-        with ExitStack() as opened:
-            try:
-                connection = opened.enter_context(
-                    ws.open_socket(url, self.client.headers.get("Authorization"))
-                )
-            except ws.SocketUnavailable as exc:
-                # Not tried again in this chat (a refused token or a wrong URL stays so): later
-                # turns are followed as without a WebSocket URL.
-                self.ws_url = None
-                renderer.finish()
-                self.output.notice(f"[the WebSocket at {url} cannot be opened: {exc}; polling]")
-                return _NoStream()
-            try:
-                ws.subscribe(connection, self.session_id, turn_id, renderer.last_seq)
-                while True:
-                    remaining = deadline - self.clock()
-                    if remaining <= 0:
-                        self._gave_up(turn_id, renderer)
-                        return None
-                    message = ws.receive(connection, remaining)
-                    if message is None:
-                        continue
-                    if message.kind == "error":
-                        return self._socket_error(turn_id, renderer, message.data)
-                    if message.kind == "approval_requested" or (
-                        message.kind == "status"
-                        and message.data.get("status") == "awaiting_approval"
-                    ):
-                        # The events page shows what came before the wait (the catch-up's
-                        # `status` comes first) and asks once the call waits: as polling does.
-                        renderer.on_event(message.data)
-                        return _NoStream()
-                    ended = self._on_live(turn_id, renderer, message.kind, message.id, message.data)
-                    if ended is not None:
-                        return ended.status
-            except ws.SocketUnavailable as exc:
-                renderer.finish()
-                self.output.notice(
-                    f"[the WebSocket broke ({exc}); polling from event {renderer.last_seq}]"
-                )
-                return _NoStream()
-
-    def _socket_error(
-        self, turn_id: str, renderer: TurnEventRenderer, data: Mapping[str, Any]
-    ) -> _NoStream | None:
-        """An `error` message: `not_found` ends following (as the HTTP 404 does); any other
-        (`event_too_large` and the like) leaves the rest to the events page."""
-        code, text = data.get("code"), data.get("message")
-        renderer.finish()
-        if code == "not_found":
-            self.output.notice(f"[stopped following turn {turn_id}: WebSocket {code}: {text}]")
-            return None
-        self.output.notice(
-            f"[the WebSocket answered {code}: {text}; polling from event {renderer.last_seq}]"
-        )
-        return _NoStream()
+        return NoStream()
 
     def _poll(self, turn_id: str, renderer: TurnEventRenderer, deadline: float) -> str | None:
         events_path = f"{self._turn_path(turn_id)}/events"
@@ -553,14 +544,27 @@ class RemoteChat:
         self.output.notice(status_line(turn_id, view))
         return str(view.get("status"))
 
-    def _answer_approvals(self, turn_id: str) -> bool:
+    def _pending(self, turn_id: str, wait_listed: bool) -> list[dict[str, Any]]:
+        """The turn's pending approvals (`GET /approvals`). `wait_listed`: a request was seen
+        whose turn may not say `awaiting_approval` yet (the status follows the request's
+        commit), so an empty list is read again, with backoff, for up to `LISTING_WAIT_S`."""
+        give_up = self.clock() + (LISTING_WAIT_S if wait_listed else 0.0)
+        delay = POLL_MIN_S
+        while True:
+            listed = self._call("GET", "/approvals").get("approvals")
+            pending = [
+                p
+                for p in (listed if isinstance(listed, list) else [])
+                if isinstance(p, dict) and p.get("turn_id") == turn_id
+            ]
+            if pending or self.clock() >= give_up:
+                return pending  # none after the wait: decided elsewhere (the console)
+            self.sleep(delay)
+            delay = min(delay * 2, POLL_MAX_S)
+
+    def _answer_approvals(self, turn_id: str, *, wait_listed: bool = False) -> bool:
         """Ask about the turn's pending approvals and send the answers (False: no one to ask)."""
-        listed = self._call("GET", "/approvals").get("approvals")
-        pending = [
-            p
-            for p in (listed if isinstance(listed, list) else [])
-            if isinstance(p, dict) and p.get("turn_id") == turn_id
-        ]
+        pending = self._pending(turn_id, wait_listed)
         if self.ask is None:
             names = ", ".join(str(p.get("tool")) for p in pending)
             self.output.notice(f"[turn {turn_id} waits for an approval of: {names}]")
@@ -586,12 +590,12 @@ class RemoteChat:
         return True
 
 
-class _NoStream:
+class NoStream:
     """The turn could not be followed on a stream (none offered, or it broke): poll."""
 
 
 @dataclass(frozen=True)
-class _Ended:
+class Ended:
     """A live stream said the turn is over (or waits for an approval no one can give)."""
 
     status: str

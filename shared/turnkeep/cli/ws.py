@@ -1,7 +1,8 @@
-"""The WebSocket API seen from `turnkeep chat --url --ws-url` (contract: docs/api.md,
-"WebSocket API"): open a connection with the bearer token in the `Authorization` header (the
-`$connect` authorizer reads it there, so the token stays out of URLs and access logs), send the
-turn's `subscribe`, read `{"event", "id", "data"}` messages.
+"""The WebSocket API seen from `turnkeep chat --url` (contract: docs/api.md, "WebSocket API"):
+open a connection with the bearer token in the `Authorization` header (the `$connect` authorizer
+reads it there, so the token stays out of URLs and access logs), send the turn's `subscribe`,
+read `{"event", "id", "data"}` messages (`follow_on_socket`), the whole turn long, a wait for an
+approval included.
 
 `websockets` is imported lazily: only a chat given a WebSocket URL needs it.
 """
@@ -18,9 +19,14 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
 
+    from turnkeep.cli.remote import NoStream, RemoteChat, TurnEventRenderer
+
 WS_URL_ENV: Final = "TURNKEEP_WS_URL"
-"""The WebSocket URL of `chat --url` when `--ws-url` is not given (the stack's `WebSocketUrl`)."""
+"""The WebSocket URL of `chat --url` when `--ws-url` is not given (the stack's `WebSocketUrl`);
+without either, the chat asks the API (`GET /live`)."""
 OPEN_TIMEOUT_S: Final = 5.0
+QUIET_S: Final = 0.3
+"""A socket silent this long after an approval request has sent what precedes the wait."""
 MAX_MESSAGE_BYTES: Final = 256 * 1024
 """API Gateway sends at most 128 KB per message; anything larger is not its answer."""
 
@@ -74,7 +80,11 @@ def open_socket(url: str, authorization: str | None) -> Iterator[ClientConnectio
             )
         except InvalidStatus as exc:
             status = exc.response.status_code
-            why = " (the token was refused)" if status in (401, 403) else ""
+            # API Gateway: 401 from the authorizer; 403 for a stage or path it does not serve.
+            why = {
+                401: " (the token was refused)",
+                403: " (forbidden: is it the stack's WebSocketUrl?)",
+            }.get(status, "")
             raise SocketUnavailable(f"the handshake was answered {status}{why}") from None
         except (InvalidHandshake, OSError, TimeoutError) as exc:
             raise SocketUnavailable(f"{type(exc).__name__}: {exc}") from None
@@ -125,3 +135,75 @@ def _closed(exc: Exception) -> str:
         reason = f" {exc.rcvd.reason}" if exc.rcvd.reason else ""
         return f"the connection was closed ({exc.rcvd.code}{reason})"
     return "the connection was lost"
+
+
+def follow_on_socket(
+    chat: RemoteChat, url: str, turn_id: str, renderer: TurnEventRenderer, deadline: float
+) -> str | NoStream | None:
+    """Follow `turn_id` of `chat` on the WebSocket API at `url` until it ends: its final status
+    (None if not seen to end), or `NoStream` when the caller must poll (from
+    `renderer.last_seq`: what the socket showed is not shown again). A call that waits for an
+    approval is asked about and the turn followed on, on the same socket."""
+    from turnkeep.cli.remote import NoStream
+
+    if chat.session_id is None:
+        raise RuntimeError("open_session() first")
+    with ExitStack() as opened:
+        try:
+            connection = opened.enter_context(
+                open_socket(url, chat.client.headers.get("Authorization"))
+            )
+        except SocketUnavailable as exc:
+            # Not tried again in this chat (a refused token or a wrong URL stays so): later
+            # turns are followed as without a WebSocket URL.
+            chat.ws_url = None
+            renderer.finish()
+            chat.output.notice(f"[the WebSocket at {url} cannot be opened: {exc}; polling]")
+            return NoStream()
+        try:
+            subscribe(connection, chat.session_id, turn_id, renderer.last_seq)
+            while True:
+                remaining = deadline - chat.clock()
+                if remaining <= 0:
+                    chat.gave_up(turn_id, renderer)
+                    return None
+                # With a request undecided, a quiet socket means the catch-up or the round's
+                # pushes are all here (a catch-up's decided requests are known by then).
+                quiet = renderer.undecided and remaining > QUIET_S
+                message = receive(connection, QUIET_S if quiet else remaining)
+                if message is None:
+                    if renderer.undecided:
+                        ended = chat.ask_approvals(turn_id, renderer)
+                        if ended is not None:
+                            return ended.status
+                        deadline = chat.clock() + chat.turn_wall_s  # the person's time
+                    continue
+                if message.kind == "error":
+                    return _socket_error(chat, turn_id, renderer, message.data)
+                ended = chat.on_live(turn_id, renderer, message.kind, message.id, message.data)
+                if ended is not None:
+                    return ended.status
+        except SocketUnavailable as exc:
+            renderer.finish()
+            chat.output.notice(
+                f"[the WebSocket broke ({exc}); polling from event {renderer.last_seq}]"
+            )
+            return NoStream()
+
+
+def _socket_error(
+    chat: RemoteChat, turn_id: str, renderer: TurnEventRenderer, data: Mapping[str, Any]
+) -> NoStream | None:
+    """An `error` message: `not_found` ends following (as the HTTP 404 does); any other
+    (`event_too_large` and the like) leaves the rest to the events page."""
+    from turnkeep.cli.remote import NoStream
+
+    code, text = data.get("code"), data.get("message")
+    renderer.finish()
+    if code == "not_found":
+        chat.output.notice(f"[stopped following turn {turn_id}: WebSocket {code}: {text}]")
+        return None
+    chat.output.notice(
+        f"[the WebSocket answered {code}: {text}; polling from event {renderer.last_seq}]"
+    )
+    return NoStream()

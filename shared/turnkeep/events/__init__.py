@@ -2,7 +2,12 @@
 event (`ENTRY_EVENTS`, an explicit table). Below both the HTTP API (`turnkeep.api`) and the
 WebSocket API (`turnkeep.live`): neither borrows the other's read models."""
 
-from turnkeep.events.entries import approval_event, frame_event, message_event
+from turnkeep.events.entries import (
+    approval_event,
+    frame_event,
+    message_event,
+    source_notice_event,
+)
 from turnkeep.events.models import (
     CURSOR_MAX,
     Delta,
@@ -37,6 +42,7 @@ __all__ = [
     "entry_event",
     "frame_event",
     "message_event",
+    "source_notice_event",
     "transcript_page",
     "turn_events",
     "turn_values",

@@ -66,6 +66,22 @@ def approval_event(entry: Entry) -> Event:
     )
 
 
+def source_notice_event(entry: Entry) -> Event:
+    """A `tool_source_unavailable` entry: the turn goes on without a tool source's tools."""
+    data = entry.data if isinstance(entry.data, dict) else {}
+    tools = data.get("tools")
+    return Event(
+        seq=entry.seq,
+        kind="tool_source_unavailable",
+        entry_id=entry.id,
+        parent_id=entry.parent_id,
+        round=_int(data.get("round")),
+        source=_str(data.get("source")),
+        message=_str(data.get("message")),
+        tools=[str(t) for t in tools] if isinstance(tools, list) else [],
+    )
+
+
 def frame_event(element: ListElement, rid: str, round_: int) -> Event:
     """One stored frame element (coalesced deltas) as an event."""
     value = element.value if isinstance(element.value, dict) else {}

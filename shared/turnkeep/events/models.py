@@ -47,11 +47,15 @@ class Event(BaseModel):
     `entry`: a settled transcript entry; an assistant entry with id == `response_id` supersedes
     the frames of that response. `approval_requested` / `approval_decided`: a call waiting
     for a person (`call_id`, `tool`, `arguments`) and the decision (`decision`, `reason`,
-    `arguments` as edited).
+    `arguments` as edited). `tool_source_unavailable`: from `round` on, the turn goes on
+    without optional tool source `source`'s tools (`tools`: the ones left out; empty: all),
+    `message` says why (docs/mcp.md, "Failures").
     """
 
     seq: int
-    kind: Literal["frame", "entry", "approval_requested", "approval_decided"]
+    kind: Literal[
+        "frame", "entry", "approval_requested", "approval_decided", "tool_source_unavailable"
+    ]
     response_id: str | None = None
     round: int | None = None
     # frame fields
@@ -75,6 +79,10 @@ class Event(BaseModel):
     arguments: Any = None
     decision: str | None = None
     reason: str | None = None
+    # tool_source_unavailable fields
+    source: str | None = None
+    message: str | None = None
+    tools: list[str] | None = None
 
 
 class EventsPage(BaseModel):

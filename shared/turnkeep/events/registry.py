@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from turnkeep.events.entries import approval_event, message_event
+from turnkeep.events.entries import approval_event, message_event, source_notice_event
 from turnkeep.events.models import Event
 from turnkeep.harness.approvals import APPROVAL_DECIDED, APPROVAL_REQUESTED
+from turnkeep.harness.source_notices import TOOL_SOURCE_UNAVAILABLE
 from turnkeep.storage import Entry
 
 EntryEventBuilder = Callable[[Entry], Event]
@@ -33,6 +34,7 @@ ENTRY_EVENTS = EventRegistry(
     {
         APPROVAL_REQUESTED: approval_event,
         APPROVAL_DECIDED: approval_event,
+        TOOL_SOURCE_UNAVAILABLE: source_notice_event,
     }
 )
 """Every entry type with an event kind of its own (docs/api.md, "Events")."""

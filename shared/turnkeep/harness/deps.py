@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from turnkeep.agent.definition import Agent, demo_agent
 from turnkeep.agent.session_tools import session_registry
 from turnkeep.envelope import EnvelopeStore
 from turnkeep.harness.live import LiveSink
+from turnkeep.harness.tool_results import read_tool_result_tool
 from turnkeep.harness.transcript import TranscriptCache
 from turnkeep.notes import working_notes_tools
 from turnkeep.providers.base import ModelProvider
@@ -49,6 +51,13 @@ class HarnessLimits(BaseModel):
     model_retries: int = Field(
         default=2, ge=0, description="in-process retries of a retryable model error"
     )
+    model_retry_interval_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        description="in-process wait before the first model retry, doubled for each next one, "
+        "with full jitter (a Step Functions Retry's IntervalSeconds, BackoffRate 2, "
+        "JitterStrategy FULL)",
+    )
     tool_parallelism: int = Field(default=4, ge=1, description="in-process parallel tool steps")
     stale_turn_seconds: float = Field(
         default=3600.0,
@@ -82,7 +91,17 @@ class HarnessLimits(BaseModel):
         "0: deliveries never overlap (one local orchestrator per turn)",
     )
     max_tool_result_bytes: int = Field(
-        default=65536, ge=256, description="a longer tool result is cut with an explicit marker"
+        default=524_288,
+        ge=4096,
+        description="a tool result is stored whole up to this size; a longer one is cut there "
+        "(the model's preview says so)",
+    )
+    tool_result_share: float = Field(
+        default=0.05,
+        gt=0,
+        le=0.5,
+        description="share of the model's input budget a tool result's preview (and a page of "
+        "read_tool_result) may use; a longer result is kept whole in storage",
     )
     context_strategy: Literal["compaction", "window"] = Field(
         default="compaction",
@@ -130,6 +149,10 @@ class HarnessDeps:
     provider: ModelProvider | ProviderResolver
     tools: ToolFactory | None = None
     clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+    """How the in-process orchestrator waits between model retries (tests inject it)."""
+    jitter: Callable[[float], float] = field(default=lambda cap: random.uniform(0.0, cap))
+    """A wait between 0 and `cap` seconds (full jitter; tests inject it)."""
     limits: HarnessLimits = field(default_factory=HarnessLimits)
     agent: Agent = field(default_factory=demo_agent)
     tool_runner: ToolRunner = field(default_factory=InProcessRunner)
@@ -154,8 +177,10 @@ class HarnessDeps:
 
     def registry(self, session_id: str, user_id: str) -> ToolRegistry:
         """The always-on working-notes tools bound to the session, the agent's tools (or the
-        `tools` hook's) and what the agent's sources list now (`unavailable`: those that could
-        not list; each caller applies the failure rule of docs/agent.md)."""
+        `tools` hook's), what the agent's sources list now (`unavailable`: those that could not
+        list; each caller applies the failure rule of docs/agent.md) and `read_tool_result`."""
         notes = working_notes_tools(self.envelopes, user_id, session_id)
         extra = self.tools(session_id, user_id) if self.tools is not None else None
-        return session_registry(self.agent, notes, extra)
+        registry = session_registry(self.agent, notes, extra)
+        registry.register(read_tool_result_tool(self.open_storage, session_id), source="builtin")
+        return registry

@@ -151,7 +151,15 @@ def _model_with_retry(
         except ModelError as exc:
             if not exc.retryable or attempt >= deps.limits.model_retries:
                 raise
+            deps.sleep(retry_wait(deps, attempt))
             attempt += 1
+
+
+def retry_wait(deps: HarnessDeps, attempt: int) -> float:
+    """Seconds to wait before retry `attempt + 1`: the interval doubled per earlier attempt,
+    with full jitter (as the state machine's Retry: BackoffRate 2, JitterStrategy FULL)."""
+    cap = deps.limits.model_retry_interval_seconds * 2.0**attempt
+    return min(cap, max(0.0, deps.jitter(cap)))
 
 
 def _paused(deps: HarnessDeps, out: ModelStepOutput, waiting: list[ToolStepOutput]) -> TurnResult:

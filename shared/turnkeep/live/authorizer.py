@@ -1,11 +1,16 @@
 """The WebSocket API's `$connect` authorizer (a Lambda REQUEST authorizer).
 
-It verifies the same JWT as the HTTP API's JWT authorizer: signed by a key of the issuer's
-JWKS (fetched once per container, again only for an unknown key id), `iss` equal to the
-issuer, `aud` or `client_id` equal to the audience (API Gateway accepts either), not expired,
-with a `sub`. Browsers cannot set headers on a WebSocket, so the token comes as the
-`token` query parameter (or an `Authorization: Bearer` header). A connection whose token fails
-any check is refused with 401 (`Unauthorized`) and nothing is recorded.
+A connection is the caller's by one of two credentials:
+- an `Authorization: Bearer <JWT>` header (the CLI), verified as the HTTP API's JWT authorizer
+  does: signed by a key of the issuer's JWKS (fetched once per container, again only for an
+  unknown key id), `iss` equal to the issuer, `aud` or `client_id` equal to the audience (API
+  Gateway accepts either), not expired, with a `sub`;
+- a `ticket` query parameter (browsers cannot set headers on a WebSocket): a single-use ticket
+  of `POST /live/tickets`, redeemed atomically (`turnkeep.live.tickets`); the connection is the
+  ticket's user.
+A JWT in the URL (`?token=`) is refused: access logs, proxies and browser history keep URLs.
+A connection whose credential fails any check is refused with 401 (`Unauthorized`) and nothing
+is recorded.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from turnkeep.live.tickets import TicketRefused, TicketStore
+
 REFETCH_AFTER_S: Final = 300.0
 """An unknown key id refetches the JWKS at most this often (key rotation, not a flood)."""
 FETCH_TIMEOUT_S: Final = 5.0
@@ -25,10 +32,11 @@ LEEWAY_S: Final = 30
 
 
 class Unauthorized(Exception):
-    """The connection is refused with 401."""
+    """The connection is refused with 401; `reason` says why (for the log, never the client)."""
 
-    def __init__(self) -> None:
+    def __init__(self, reason: str = "token missing or invalid") -> None:
         super().__init__("Unauthorized")
+        self.reason = reason
 
 
 def fetch_json(url: str) -> Any:
@@ -104,24 +112,43 @@ class JwtVerifier:
         return subject
 
 
-def token_of(event: Mapping[str, Any]) -> str:
-    """The bearer token of a `$connect` request (query `token`, else `Authorization`)."""
+def _query(event: Mapping[str, Any]) -> Mapping[str, Any]:
     query = event.get("queryStringParameters") or {}
-    token = query.get("token") if isinstance(query, dict) else None
-    if isinstance(token, str) and token:
-        return token
+    return query if isinstance(query, dict) else {}
+
+
+def bearer_of(event: Mapping[str, Any]) -> str:
+    """The bearer token of a `$connect` request's `Authorization` header; `Unauthorized` when
+    there is none."""
     headers = event.get("headers") or {}
     for name, value in headers.items() if isinstance(headers, dict) else []:
         if name.lower() == "authorization" and isinstance(value, str):
             scheme, _, credentials = value.partition(" ")
             if scheme.lower() == "bearer" and credentials:
                 return credentials.strip()
-    raise Unauthorized
+    raise Unauthorized("no Authorization header and no ticket")
 
 
-def authorize(event: Mapping[str, Any], verifier: JwtVerifier) -> dict[str, Any]:
+def subject_of(event: Mapping[str, Any], verifier: JwtVerifier, tickets: TicketStore) -> str:
+    """The user a `$connect` request connects as: its ticket's (used up here), else its bearer
+    token's `sub`; `Unauthorized` otherwise."""
+    query = _query(event)
+    if "token" in query:  # refused, never read: URLs are kept by logs, proxies and history
+        raise Unauthorized("a token in the URL is refused (use the header or a ticket)")
+    ticket = query.get("ticket")
+    if ticket is not None:
+        try:
+            return tickets.redeem(ticket if isinstance(ticket, str) else "")
+        except TicketRefused:
+            raise Unauthorized("ticket unknown, already used or expired") from None
+    return verifier.subject(bearer_of(event))
+
+
+def authorize(
+    event: Mapping[str, Any], verifier: JwtVerifier, tickets: TicketStore
+) -> dict[str, Any]:
     """The Allow policy for this connection, with `sub` in its context; `Unauthorized` else."""
-    subject = verifier.subject(token_of(event))
+    subject = subject_of(event, verifier, tickets)
     return {
         "principalId": subject,
         "policyDocument": {

@@ -12,14 +12,30 @@ server's process (stdio is for local use).
 
 from __future__ import annotations
 
+import shlex
+import tempfile
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mcp import Client
     from mcp_types import CallToolResult, DiscoverResult
+
+
+def import_sdk() -> None:
+    """Import what an exchange uses, before its deadline starts: the first import of the `mcp`
+    package costs ~0.5 s (much more on a loaded machine), which must not count against a
+    listing's `list_timeout_seconds` or a call's `timeout_seconds`. Cheap once imported."""
+    import anyio  # noqa: F401
+    import httpx2  # noqa: F401
+    import mcp
+    import mcp.client.stdio
+    import mcp.client.streamable_http  # noqa: F401
+    import mcp_types  # noqa: F401
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +75,10 @@ MAX_PAGES = 100
 
 
 def _client(
-    endpoint: Endpoint, headers: Mapping[str, str], negotiated: Negotiated | None
+    endpoint: Endpoint, headers: Mapping[str, str], negotiated: Negotiated | None, errlog: Any
 ) -> Client:
     from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
     from mcp.client.streamable_http import streamable_http_client
 
     transport: Any
@@ -71,15 +88,117 @@ def _client(
         )
     else:
         assert endpoint.command is not None
-        transport = StdioServerParameters(
+        params = StdioServerParameters(
             command=endpoint.command,
             args=list(endpoint.args),
             env=dict(endpoint.env) if endpoint.env is not None else None,
             cwd=endpoint.cwd,
         )
+        transport = stdio_client(params, errlog=errlog)
     if negotiated is None:
         return Client(transport, cache=None)
     return Client(transport, cache=None, mode=negotiated.mode, prior_discover=negotiated.discover)
+
+
+@asynccontextmanager
+async def _session(
+    endpoint: Endpoint, headers: Mapping[str, str], negotiated: Negotiated | None
+) -> AsyncIterator[Client]:
+    """An MCP session with the server for one exchange.
+
+    Over stdio the server's standard error is kept (and passed on to ours when the exchange
+    ends) and its process watched, so a server that exits is reported as that — its exit
+    status and the last lines it wrote — rather than as the SDK's `Connection closed`.
+    """
+    if endpoint.url is not None:
+        async with _client(endpoint, headers, negotiated, None) as client:
+            yield client
+        return
+    _watch_spawns()
+    spawned: list[Any] = []
+    token = _SPAWNED.set(spawned)
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+        try:
+            async with _client(endpoint, headers, negotiated, errlog) as client:
+                yield client
+        except Exception as exc:
+            exited = _exited(endpoint, spawned, errlog, exc)
+            if exited is None:
+                raise
+            raise exited from exc
+        finally:
+            _SPAWNED.reset(token)
+            _pass_on(errlog)
+
+
+class ServerExited(RuntimeError):
+    """A stdio server's process ended before the exchange did; the message says how."""
+
+
+STDERR_LINES = 5
+"""How many of a stdio server's last standard-error lines its exit is reported with."""
+
+_SPAWNED: ContextVar[list[Any] | None] = ContextVar("turnkeep_mcp_spawned", default=None)
+
+
+def _watch_spawns() -> None:
+    """Have the SDK's stdio transport hand its server processes to the exchange that spawned
+    them (`_SPAWNED`), to read their exit status.
+
+    A private hook of the SDK, wrapped without changing what it does: should it go, a server
+    that exits is reported by its standard error alone (no status), which the tests would show.
+    """
+    from mcp.client import stdio
+
+    original = getattr(stdio, "_create_platform_compatible_process", None)
+    if original is None or getattr(original, "turnkeep_watched", False):
+        return
+
+    async def spawn(*args: Any, **kwargs: Any) -> Any:
+        process = await original(*args, **kwargs)
+        found = _SPAWNED.get()
+        if found is not None:
+            found.append(process)
+        return process
+
+    spawn.turnkeep_watched = True  # type: ignore[attr-defined]
+    stdio._create_platform_compatible_process = spawn
+
+
+def _exited(
+    endpoint: Endpoint, spawned: list[Any], errlog: Any, exc: BaseException
+) -> ServerExited | None:
+    """The report of a stdio server that exited on its own (the connection closed because its
+    process ended), or None when the exchange failed otherwise."""
+    from mcp import MCPError
+    from mcp_types.jsonrpc import CONNECTION_CLOSED
+
+    leaf = _leaf(exc)
+    if not (isinstance(leaf, MCPError) and leaf.error.code == CONNECTION_CLOSED):
+        return None
+    status = next((p.returncode for p in spawned if p.returncode is not None), None)
+    errlog.seek(0)
+    lines = [line.rstrip() for line in errlog.read().splitlines() if line.strip()]
+    command = shlex.join([endpoint.command or "", *endpoint.args])
+    command = command if len(command) <= 120 else command[:117] + "..."
+    what = f"the server process ({command}) exited"
+    what += f" with status {status}" if status is not None else ""
+    if lines:
+        what += "; the last lines of its stderr: " + " | ".join(lines[-STDERR_LINES:])
+    else:
+        what += " and wrote nothing to stderr"
+    return ServerExited(what)
+
+
+def _pass_on(errlog: Any) -> None:
+    """The server's standard error, on ours (as if it had written there itself)."""
+    import sys
+
+    errlog.seek(0)
+    text = errlog.read()
+    if text:
+        sys.stderr.write(text)
+        sys.stderr.flush()
 
 
 _HTTP_CLIENTS: weakref.WeakKeyDictionary[Any, dict[str, tuple[tuple[tuple[str, str], ...], Any]]]
@@ -116,7 +235,7 @@ async def list_tools(
     import anyio
 
     with anyio.fail_after(deadline_seconds):
-        async with _client(endpoint, headers, None) as client:
+        async with _session(endpoint, headers, None) as client:
             tools: list[Any] = []
             cursor: str | None = None
             for _ in range(MAX_PAGES):
@@ -145,7 +264,7 @@ async def call_tool(
     import anyio
 
     with anyio.fail_after(deadline_seconds):
-        async with _client(endpoint, headers, negotiated) as client:
+        async with _session(endpoint, headers, negotiated) as client:
             if negotiated is not None:
                 _absorb(client, negotiated.tools)
             return await client.call_tool(name, arguments, read_timeout_seconds=deadline_seconds)

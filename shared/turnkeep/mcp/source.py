@@ -4,8 +4,9 @@ The server's tools are listed on first need, once per process (a Lambda containe
 server), and cached for `cache_ttl_seconds`; each becomes a `Tool` named `<server>_<tool>` whose
 call is one MCP `tools/call` bounded by `timeout_seconds`. Every failure of a call (an `isError`
 result, a JSON-RPC error, a transport failure, the deadline, a credential that cannot be read)
-is a tool error result the model sees. A listing that fails raises `ToolSourceError`: the model
-round fails retryably (the rule of `turnkeep.tools.sources`). Nothing here imports `mcp` until a
+is a tool error result the model sees. A listing that fails raises `ToolSourceError`: the round
+goes on without the server's tools, or fails retryably if it is `required` (the rule of
+`turnkeep.tools.sources`). Nothing here imports `mcp` until a
 server is listed or called.
 """
 
@@ -25,15 +26,13 @@ from typing import TYPE_CHECKING, Any
 from turnkeep.agent.definition import AgentDefinitionError
 from turnkeep.mcp.arguments import McpArguments
 from turnkeep.tools.base import Tool, ToolContext, ToolResult
+from turnkeep.tools.names import source_name_problem, source_tool_name, valid_tool_name
 from turnkeep.tools.sources import ToolSourceError
 
 if TYPE_CHECKING:
     from turnkeep.mcp.client import Endpoint, Listing, Negotiated
 
 logger = logging.getLogger("turnkeep.mcp")
-
-TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-"""What providers accept as a tool name; every `<server>_<tool>` must match it."""
 
 URLS_ENV = "TURNKEEP_MCP_URLS"
 """A JSON object of server name -> URL that overrides those servers' `url=` (the template's
@@ -68,6 +67,7 @@ def mcp_server(
     list_timeout_seconds: float = DEFAULT_LIST_TIMEOUT_SECONDS,
     replay_safe: bool | Collection[str] = False,
     requires_approval: bool | Collection[str] = False,
+    required: bool = False,
 ) -> McpServer:
     """An MCP server whose tools an agent may call: Streamable HTTP at `url`, or (locally) a
     stdio server started as `command args...`.
@@ -79,7 +79,9 @@ def mcp_server(
     names, so one module serves every deployment. `cache_ttl_seconds`: how long a listing is
     reused (None: for the life of the process). `timeout_seconds` bounds each call,
     `list_timeout_seconds` each listing. `replay_safe` and `requires_approval`: True for every
-    tool, or the names (without the prefix) of those that are.
+    tool, or the names (without the prefix) of those that are. `required`: a model round fails
+    (retryably) when the server cannot be listed; by default the round goes on without its
+    tools and the turn's events say so (docs/mcp.md, "Failures").
     """
     if isinstance(args, str):
         raise McpDefinitionError(f"mcp_server {name!r}: args= takes a list of strings, not one")
@@ -98,6 +100,7 @@ def mcp_server(
         list_timeout_seconds=list_timeout_seconds,
         replay_safe=replay_safe,
         requires_approval=requires_approval,
+        required=required,
     )
 
 
@@ -128,13 +131,12 @@ class McpServer:
         list_timeout_seconds: float,
         replay_safe: bool | Collection[str],
         requires_approval: bool | Collection[str],
+        required: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name) or len(name) > 62:
-            raise McpDefinitionError(
-                f"mcp_server name {name!r} is invalid: use 1-62 characters of A-Z a-z 0-9 _ - "
-                "(it prefixes every tool name, which providers limit to 64)"
-            )
+        problem = source_name_problem(name, "mcp_server name")
+        if problem is not None:
+            raise McpDefinitionError(problem)
         if (url is None) == (command is None):
             raise McpDefinitionError(
                 f"mcp_server {name!r}: give exactly one of url= (Streamable HTTP) or command= "
@@ -159,6 +161,8 @@ class McpServer:
         ):
             if not _number(value) or value <= 0:
                 raise McpDefinitionError(f"mcp_server {name!r}: {what} must be a positive number")
+        if not isinstance(required, bool):
+            raise McpDefinitionError(f"mcp_server {name!r}: required must be True or False")
         if cache_ttl_seconds is not None and (
             not _number(cache_ttl_seconds) or cache_ttl_seconds < 0
         ):
@@ -179,6 +183,8 @@ class McpServer:
         self.list_timeout_seconds = float(list_timeout_seconds)
         self._replay_safe = _flag(name, "replay_safe", replay_safe)
         self._requires_approval = _flag(name, "requires_approval", requires_approval)
+        self.required = required
+        """A round fails when this server cannot be listed (else it goes on without it)."""
         self._clock = clock
         self._lock = threading.Lock()
         self._cached: _Cached | None = None
@@ -265,6 +271,7 @@ class McpServer:
         except CredentialError as exc:
             raise ToolSourceError(self._name, f"header credential: {exc}") from exc
         endpoint = self._endpoint()
+        client.import_sdk()
         self.list_requests += 1
         started = time.perf_counter()
         try:
@@ -301,8 +308,8 @@ class McpServer:
                 continue
             if original in self.deny:
                 continue
-            prefixed = f"{self._name}_{original}"
-            if not TOOL_NAME.fullmatch(prefixed):
+            prefixed = source_tool_name(self._name, original)
+            if not valid_tool_name(prefixed):
                 raise ToolSourceError(
                     self._name,
                     f"its tool {original!r} would be named {prefixed!r}, which is not 1-64 "
@@ -338,6 +345,7 @@ class McpServer:
             return ToolResult(f"Error: tool {prefixed} was not called: {exc}", True)
         cached = self._cached
         negotiated = cached.negotiated if cached is not None else None
+        client.import_sdk()
         try:
             result = bridge.run(
                 client.call_tool(

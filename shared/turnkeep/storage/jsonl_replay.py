@@ -112,15 +112,42 @@ def replay(directory: str, session_id: str, *, fsync: bool) -> Replayed:
     for temp in files.main_temp_files(main):
         files.try_remove(temp, why="leftover temp file")
     result = Replayed(MemoryState())
-
     # 1. Main file: create, or read and repair its torn tail.
+    opened = _open_main(main, session_id, fsync=fsync, result=result)
+    if opened is None:
+        return result
+    contents, header_next = opened
+    main_txns, covered = _read_main(main, session_id, contents, result)
+    high_water = max(header_next - 1, result.main.last_seq)
+    # 2-4. Sidecars, each bounded by its scope's latest retirement.
+    sidecar_txns, removable, high_water = _read_sidecars(
+        main, session_id, covered, result, high_water
+    )
+    # 7. Merge by global sequence and replay, rejecting duplicates and disorder.
+    _merge_and_apply(result.state, [main_txns, *sidecar_txns])
+    for path in result.repaired:
+        log.warning("jsonl storage: cut a torn final line (an uncommitted write) off %s", path)
+    # 8. Never reuse a sequence any complete record ever held.
+    result.state.next_seq = high_water + 1
+    # 9. Remove sidecars with nothing after their latest retirement; failure is harmless
+    #    because the boundary keeps their records out of replay.
+    for path in removable:
+        files.try_remove(path, why="retired scope cleanup")
+    return result
+
+
+def _open_main(
+    main: str, session_id: str, *, fsync: bool, result: Replayed
+) -> tuple[files.LogContents, int] | None:
+    """The main file's lines (its torn tail repaired) and its header's next sequence; None when
+    it had to be created (a new session: nothing to replay)."""
     if not os.path.exists(main):
         # Sidecars are only ever created after their main file, so a sidecar directory
         # without one is the remains of an interrupted delete: it must not come back to life.
         files.remove_scopes_dir(main)
         files.remove_snapshot(main)
         _create_main(main, session_id, fsync=fsync)
-        return result
+        return None
     contents = files.read_and_repair(main)
     if contents.repaired:
         result.repaired.append(main)
@@ -133,11 +160,18 @@ def replay(directory: str, session_id: str, *, fsync: bool) -> Replayed:
         header_next = parse_session_header(contents.data[:header_end], session_id)
     except RecordError as exc:
         raise _corrupt(main, 1, exc) from exc
+    return contents, header_next
 
+
+def _read_main(
+    main: str, session_id: str, contents: files.LogContents, result: Replayed
+) -> tuple[list[_Txn], MainLog]:
+    """The main log's transactions after what a snapshot restored (into `result`), and the
+    spans the snapshot covers; records each scope's latest retirement in `result.main`."""
     # A snapshot stands for replaying the first bytes of the log (docs/jsonl-format.md).
     restored = _restore(main, session_id, contents.data)
     covered = MainLog()
-    start = header_end + 1
+    start = contents.data.index(b"\n") + 1
     if restored is not None:
         result.state, result.main = restored.state, restored.main
         result.snapshot_bytes = start = restored.log_bytes
@@ -160,13 +194,18 @@ def replay(directory: str, session_id: str, *, fsync: bool) -> Replayed:
                 scope_id = item.get("scopeId")
                 if isinstance(scope_id, str):
                     boundaries[scope_id] = seq
-    high_water = max(header_next - 1, main_log.last_seq)
+    return main_txns, covered
 
-    # 2-3. Sidecars: validate identity, repair torn tails, parse every complete record.
+
+def _read_sidecars(
+    main: str, session_id: str, covered: MainLog, result: Replayed, high_water: int
+) -> tuple[list[list[_Txn]], list[str], int]:
+    """Each sidecar's records after its scope's latest retirement (identity validated, torn
+    tails repaired), the sidecars left with none, and the high-water of every record seen."""
     sidecars, temps = files.discover(main)
     for temp in temps:
         files.try_remove(temp, why="leftover temp file")
-    streams: list[list[_Txn]] = [main_txns]
+    streams: list[list[_Txn]] = []
     removable: list[str] = []
     for sidecar in sidecars:
         contents = files.read_and_repair(sidecar.path)
@@ -181,34 +220,58 @@ def replay(directory: str, session_id: str, *, fsync: bool) -> Replayed:
             scope_id = parse_scope_header(lines[0], session_id, sidecar.quoted_id)
         except RecordError as exc:
             raise _corrupt(sidecar.path, 1, exc) from exc
-        boundary = boundaries.get(scope_id, 0)
-        scope = EphemeralScope(scope_id)
-        kept: list[_Txn] = []
-        for line_no, record in _records(sidecar.path, lines[1:], scope_id):
-            # 4. Every complete record counts toward the high-water, kept or not.
-            high_water = max(high_water, record.last)
-            if record.first > boundary:
-                if covered.holds_any(record.first, record.last):
-                    # The snapshot's records are not merged below: check against their spans.
-                    raise _corrupt(
-                        sidecar.path,
-                        line_no,
-                        RecordError(f"seq {record.first} is held by a record of the main log too"),
-                    )
-                kept.append(_Txn(record, scope, sidecar.path, line_no))
-            elif record.last > boundary:
-                raise _corrupt(
-                    sidecar.path,
-                    line_no,
-                    RecordError(f"transaction {record.seqs} straddles retirement {boundary}"),
-                )
+        kept, high_water = _kept_records(
+            sidecar.path,
+            lines[1:],
+            scope_id,
+            boundary=result.main.boundaries.get(scope_id, 0),
+            covered=covered,
+            high_water=high_water,
+        )
         if kept:
             streams.append(kept)
         else:
             removable.append(sidecar.path)
+    return streams, removable, high_water
 
-    # 7. Merge by global sequence and replay, rejecting duplicates and disorder.
-    state = result.state
+
+def _kept_records(
+    path: str,
+    lines: list[bytes],
+    scope_id: str,
+    *,
+    boundary: int,
+    covered: MainLog,
+    high_water: int,
+) -> tuple[list[_Txn], int]:
+    """One sidecar's records after `boundary` (its scope's latest retirement), and the
+    high-water raised by every complete record, kept or not."""
+    scope = EphemeralScope(scope_id)
+    kept: list[_Txn] = []
+    for line_no, record in _records(path, lines, scope_id):
+        # 4. Every complete record counts toward the high-water, kept or not.
+        high_water = max(high_water, record.last)
+        if record.first > boundary:
+            if covered.holds_any(record.first, record.last):
+                # The snapshot's records are not merged below: check against their spans.
+                raise _corrupt(
+                    path,
+                    line_no,
+                    RecordError(f"seq {record.first} is held by a record of the main log too"),
+                )
+            kept.append(_Txn(record, scope, path, line_no))
+        elif record.last > boundary:
+            raise _corrupt(
+                path,
+                line_no,
+                RecordError(f"transaction {record.seqs} straddles retirement {boundary}"),
+            )
+    return kept, high_water
+
+
+def _merge_and_apply(state: MemoryState, streams: list[list[_Txn]]) -> None:
+    """Apply every stream's transactions in global sequence order; a sequence at or below one
+    already applied (from another file) is corruption."""
     previous = 0
     # Most sessions replay the main log alone: no merge needed for one stream.
     merged = streams[0] if len(streams) == 1 else heapq.merge(*streams, key=_first_seq)
@@ -222,18 +285,6 @@ def replay(directory: str, session_id: str, *, fsync: bool) -> Replayed:
             )
         previous = record.last
         _apply(state, txn)
-
-    for path in result.repaired:
-        log.warning("jsonl storage: cut a torn final line (an uncommitted write) off %s", path)
-
-    # 8. Never reuse a sequence any complete record ever held.
-    state.next_seq = high_water + 1
-
-    # 9. Remove sidecars with nothing after their latest retirement; failure is harmless
-    #    because the boundary keeps their records out of replay.
-    for path in removable:
-        files.try_remove(path, why="retired scope cleanup")
-    return result
 
 
 def _first_seq(txn: _Txn) -> int:

@@ -1,7 +1,8 @@
 """sqlite:///abs/file.db — many sessions in one SQLite file (docs/storage.md, SQLite backend).
 
-Schema: `sessions` (next_seq + stats totals per session), `scalar_values` and `list_values`
-(WITHOUT ROWID, primary keys lead with session_id, scope_id; scope_id '' is the session scope),
+Schema (`storage/sqlite_schema.py`): `sessions` (next_seq + stats totals per session),
+`scalar_values` and `list_values` (WITHOUT ROWID, primary keys lead with session_id, scope_id;
+scope_id '' is the session scope),
 `entries` and `usage`; its version is the row 'storage' of `turnkeep_schema`, so the file may
 also hold other components' tables (the envelope store's). Every commit is one
 `BEGIN IMMEDIATE` transaction that allocates its sequences from `sessions.next_seq`
@@ -23,21 +24,17 @@ each other's switch to WAL (`storage/sqlite_wal.py`: SQLite refuses it at once, 
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import groupby
-from typing import Final, Literal, TypeVar, assert_never
+from typing import Final, TypeVar, assert_never
 from urllib.parse import SplitResult, parse_qs
 
 from turnkeep.storage.addresses import Value, ValueList
 from turnkeep.storage.base import ListOrder, Repository, Storage, now_ms, validate_session_id
 from turnkeep.storage.errors import (
-    StorageConflictError,
-    StorageCorruptionError,
-    StorageUnavailableError,
     StorageValidationError,
 )
 from turnkeep.storage.factory import path_from_url
@@ -52,7 +49,7 @@ from turnkeep.storage.records import (
 )
 from turnkeep.storage.refusals import duplicate_entry, guard_failed, missing_parent
 from turnkeep.storage.scopes import SESSION_SCOPE, Scope, scope_key
-from turnkeep.storage.sqlite_wal import use_wal
+from turnkeep.storage.sqlite_schema import Synchronous, connect, map_error
 from turnkeep.storage.writes import (
     AppendList,
     DeleteList,
@@ -67,66 +64,7 @@ from turnkeep.storage.writes import (
     missing_parents,
 )
 
-SCHEMA_VERSION: Final = 1
-BUSY_TIMEOUT_MS: Final = 10_000
-Synchronous = Literal["NORMAL", "FULL"]
 _W = TypeVar("_W", bound=Write)
-
-SCHEMA: Final = """
-CREATE TABLE sessions(
-  session_id TEXT PRIMARY KEY,
-  next_seq INTEGER NOT NULL,
-  created_at INTEGER NOT NULL,
-  entry_count INTEGER NOT NULL DEFAULT 0,
-  message_count INTEGER NOT NULL DEFAULT 0,
-  usage_rows INTEGER NOT NULL DEFAULT 0,
-  input_tokens INTEGER NOT NULL DEFAULT 0,
-  output_tokens INTEGER NOT NULL DEFAULT 0,
-  cache_read_tokens INTEGER NOT NULL DEFAULT 0,
-  cache_write_tokens INTEGER NOT NULL DEFAULT 0,
-  cost_usd REAL NOT NULL DEFAULT 0
-) WITHOUT ROWID;
-CREATE TABLE scalar_values(
-  session_id TEXT NOT NULL,
-  scope_id TEXT NOT NULL,
-  namespace TEXT NOT NULL,
-  key TEXT NOT NULL,
-  seq INTEGER NOT NULL,
-  value TEXT NOT NULL,
-  PRIMARY KEY(session_id, scope_id, namespace, key)
-) WITHOUT ROWID;
-CREATE TABLE list_values(
-  session_id TEXT NOT NULL,
-  scope_id TEXT NOT NULL,
-  namespace TEXT NOT NULL,
-  key TEXT NOT NULL,
-  seq INTEGER NOT NULL,
-  value TEXT NOT NULL,
-  tag TEXT,
-  PRIMARY KEY(session_id, scope_id, namespace, key, seq)
-) WITHOUT ROWID;
-CREATE TABLE entries(
-  session_id TEXT NOT NULL,
-  id TEXT NOT NULL,
-  parent_id TEXT,
-  type TEXT NOT NULL,
-  data TEXT NOT NULL,
-  seq INTEGER NOT NULL,
-  PRIMARY KEY(session_id, id)
-) WITHOUT ROWID;
-CREATE UNIQUE INDEX entries_by_seq ON entries(session_id, seq);
-CREATE TABLE usage(
-  session_id TEXT NOT NULL,
-  seq INTEGER NOT NULL,
-  input_tokens INTEGER NOT NULL,
-  output_tokens INTEGER NOT NULL,
-  cache_read_tokens INTEGER NOT NULL,
-  cache_write_tokens INTEGER NOT NULL,
-  cost_usd REAL NOT NULL,
-  model TEXT,
-  PRIMARY KEY(session_id, seq)
-) WITHOUT ROWID;
-"""
 
 _STATS_COLUMNS: Final = (
     "entry_count, message_count, usage_rows, input_tokens, output_tokens, "
@@ -237,102 +175,6 @@ def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
         yield items[start : start + _CHUNK]
 
 
-def _map_error(exc: sqlite3.Error, path: str) -> Exception:
-    """Translate a driver error into the storage's typed errors."""
-    text = str(exc)
-    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
-        return StorageConflictError(
-            f"SQLite database {path!r} stayed locked by another writer for "
-            f"{BUSY_TIMEOUT_MS} ms: {text}"
-        )
-    if isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
-        return StorageCorruptionError(f"SQLite database {path!r} is not usable: {text}")
-    return StorageUnavailableError(f"SQLite database {path!r} failed: {text}")
-
-
-def connect(path: str, synchronous: Synchronous = "NORMAL") -> sqlite3.Connection:
-    """Open `path` (creating the file, its directory and the schema), WAL mode, busy timeout."""
-    try:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        # isolation_level=None: the driver never opens transactions; we issue BEGIN IMMEDIATE.
-        conn = sqlite3.connect(
-            path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-        )
-    except (OSError, sqlite3.Error) as exc:
-        raise StorageUnavailableError(f"cannot open SQLite database {path!r}: {exc}") from exc
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        mode = use_wal(conn, BUSY_TIMEOUT_MS / 1000)
-        if mode.lower() != "wal":
-            raise StorageUnavailableError(
-                f"SQLite database {path!r} cannot use WAL journal mode (got {mode!r})"
-            )
-        conn.execute(f"PRAGMA synchronous = {synchronous}")
-        _ensure_schema(conn, path)
-    except sqlite3.Error as exc:
-        conn.close()
-        raise _map_error(exc, path) from exc
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _stored_version(conn: sqlite3.Connection) -> int | None:
-    try:
-        row = conn.execute(
-            "SELECT version FROM turnkeep_schema WHERE component = 'storage'"
-        ).fetchone()
-    except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
-            return None
-        raise
-    return None if row is None else int(row[0])
-
-
-def _ensure_schema(conn: sqlite3.Connection, path: str) -> None:
-    """Create the storage tables once; the file may also hold other components' tables."""
-    version = _stored_version(conn)
-    if version is None:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            # Re-check under the write lock: another process may have created it meanwhile.
-            version = _stored_version(conn)
-            if version is None:
-                _create_schema(conn, path)
-                version = SCHEMA_VERSION
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-    if version != SCHEMA_VERSION:
-        raise StorageCorruptionError(
-            f"SQLite database {path!r} holds storage schema version {version}; "
-            f"this turnkeep reads version {SCHEMA_VERSION}"
-        )
-
-
-def _create_schema(conn: sqlite3.Connection, path: str) -> None:
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS turnkeep_schema("
-        "component TEXT PRIMARY KEY, version INTEGER NOT NULL) WITHOUT ROWID"
-    )
-    for statement in SCHEMA.split(";"):
-        if statement.strip():
-            try:
-                conn.execute(statement)
-            except sqlite3.OperationalError as exc:
-                if "already exists" not in str(exc):
-                    raise
-                # Plain CREATE (no IF NOT EXISTS): a foreign table of the same name is refused.
-                raise StorageCorruptionError(
-                    f"SQLite database {path!r} already holds a table the storage needs: {exc}"
-                ) from exc
-    conn.execute(
-        "INSERT INTO turnkeep_schema(component, version) VALUES ('storage', ?)", (SCHEMA_VERSION,)
-    )
-
-
 class SqliteStorage(Storage):
     """One session in a SQLite file; the handle owns its connection."""
 
@@ -349,7 +191,7 @@ class SqliteStorage(Storage):
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            raise _map_error(exc, self.path) from exc
+            raise map_error(exc, self.path) from exc
         try:
             yield conn
             conn.execute("COMMIT")
@@ -357,7 +199,7 @@ class SqliteStorage(Storage):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             if isinstance(exc, sqlite3.Error):
-                raise _map_error(exc, self.path) from exc
+                raise map_error(exc, self.path) from exc
             raise
 
     def _commit(self, txn: Transaction) -> CommitResult:
@@ -483,7 +325,7 @@ class SqliteStorage(Storage):
         try:
             return self._conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
-            raise _map_error(exc, self.path) from exc
+            raise map_error(exc, self.path) from exc
 
     def _get_value(self, address: Value) -> StoredValue | None:
         rows = self._query(_SQL_GET_VALUE, _row_key(self.session_id, address))
@@ -644,7 +486,7 @@ class SqliteRepository(Repository):
                     "SELECT session_id FROM sessions ORDER BY session_id"
                 ).fetchall()
             except sqlite3.Error as exc:
-                raise _map_error(exc, self.path) from exc
+                raise map_error(exc, self.path) from exc
         return [str(r[0]) for r in rows]
 
     def delete_session(self, session_id: str) -> None:
@@ -661,7 +503,7 @@ class SqliteRepository(Repository):
                     conn.execute("ROLLBACK")
                     raise
             except sqlite3.Error as exc:
-                raise _map_error(exc, self.path) from exc
+                raise map_error(exc, self.path) from exc
 
     def close(self) -> None:
         with self._lock:
@@ -700,7 +542,6 @@ def storage_from_url(parts: SplitResult, session_id: str) -> SqliteStorage:
 
 __all__ = [
     "LIST_PAGE_SQL",
-    "SCHEMA",
     "SqliteRepository",
     "SqliteStorage",
     "connect",

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from dataclasses import dataclass
+from typing import Final, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
 from turnkeep.providers.base import ToolSpec
+from turnkeep.tools.context import ToolContext
 
 A = TypeVar("A", bound=BaseModel)
+
+__all__ = ["READ_TOOL_RESULT", "Tool", "ToolContext", "ToolResult"]
+
+READ_TOOL_RESULT: Final = "read_tool_result"
+"""The always-on tool that pages through a long tool result (turnkeep.harness.tool_results)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,17 +25,6 @@ class ToolResult:
 
     content: str
     is_error: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ToolContext:
-    """Where a tool call runs. Tools bound to a session get it by construction, not from here."""
-
-    session_id: str
-    user_id: str
-    operation_id: str
-    call_id: str
-    extras: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +52,12 @@ class Tool(Generic[A]):
     timeout_seconds: float | None = None
     """The call's limit in every runner (None: the runner's; the local server's
     `TURNKEEP_TOOL_TIMEOUT_SECONDS`, none in-process). docs/agent.md, "Timeouts"."""
+
+    @property
+    def uses_context(self) -> bool:
+        """Whether the handler may read the context's `state` and `deps` (a worker process then
+        receives them); a function tool without a `ToolContext` parameter does not."""
+        return True
 
     def spec(self) -> ToolSpec:
         """The JSON-schema description the model receives."""

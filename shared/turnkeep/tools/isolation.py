@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel
 
 from turnkeep.tools.base import Tool, ToolContext, ToolResult
+from turnkeep.tools.context import UnsentDeps
+from turnkeep.tools.state import ToolState
 
 if TYPE_CHECKING:
     from pebble import ProcessPool
@@ -62,6 +64,7 @@ def run_in_process(tool: Tool[Any], args: BaseModel, ctx: ToolContext) -> ToolRe
     worker.start()
     worker.join(timeout)
     if not outcome:
+        ctx.state.seal(discard=True)  # the abandoned thread's writes are not the call's
         logger.warning(
             "tool %s passed its %.1f s limit in-process; left running", tool.name, timeout
         )
@@ -88,16 +91,41 @@ class InProcessRunner:
         """Nothing to release."""
 
 
-def _call_in_worker(tool: Tool[Any], args: BaseModel, ctx: ToolContext) -> ToolResult:
-    """What a worker process runs (module level, so the pool can pickle it by name)."""
-    return tool.run(args, ctx)
+WorkerOutcome = tuple[ToolResult, tuple[dict[str, Any], frozenset[str]]]
 
 
-def _portable(ctx: ToolContext) -> ToolContext:
+def _call_in_worker(tool: Tool[Any], args: BaseModel, ctx: ToolContext) -> WorkerOutcome:
+    """What a worker process runs (module level, so the pool can pickle it by name): the
+    result and the call's state writes, which the parent commits with it."""
+    result = tool.run(args, ctx)
+    return result, ctx.state.changes()
+
+
+def _portable(tool: Tool[Any], ctx: ToolContext) -> ToolContext:
     # Extras holding live objects (the storage-backed `progress`) cannot cross a process
-    # boundary; plain values (e.g. `replayed`) do.
+    # boundary; plain values (e.g. `replayed`) do. State (as its values) and deps go only to a
+    # tool that sees them: an unpicklable deps object must not stop every other tool.
     extras = {k: v for k, v in ctx.extras.items() if isinstance(v, _PORTABLE)}
-    return ToolContext(ctx.session_id, ctx.user_id, ctx.operation_id, ctx.call_id, extras)
+    if not tool.uses_context:
+        return ToolContext(ctx.session_id, ctx.user_id, ctx.operation_id, ctx.call_id, extras)
+    deps: Any = ctx.deps_source
+    try:
+        pickle.dumps(deps)
+    except Exception as exc:
+        deps = UnsentDeps(
+            f"the agent's deps ({type(deps).__name__}) cannot be pickled to reach the worker "
+            f"process running tool {tool.name} ({type(exc).__name__}); give Agent(deps=...) "
+            "a module-level factory function instead (each process calls it once)"
+        )
+    return ToolContext(
+        ctx.session_id,
+        ctx.user_id,
+        ctx.operation_id,
+        ctx.call_id,
+        extras,
+        state=ToolState(ctx.state.snapshot()),
+        deps_source=deps,
+    )
 
 
 def _pool_context() -> Any:
@@ -137,7 +165,7 @@ class ProcessPoolRunner:
         if tool.isolation == "in_process":
             return run_in_process(tool, args, ctx)
         timeout = tool.timeout_seconds or self.timeout_seconds
-        payload = (tool, args, _portable(ctx))
+        payload = (tool, args, _portable(tool, ctx))
         try:
             pickle.dumps(payload)  # fail here, with a clear message, not in the pool's feeder
         except Exception as exc:
@@ -154,13 +182,13 @@ class ProcessPoolRunner:
                     f"Error: tool {tool.name} was not run: the server is stopping", True
                 )
             future = self._pool.schedule(_call_in_worker, args=payload, timeout=timeout)
-        return self._outcome(tool.name, future, timeout)
+        return self._outcome(tool.name, future, timeout, ctx)
 
-    def _outcome(self, name: str, future: Any, timeout: float) -> ToolResult:
+    def _outcome(self, name: str, future: Any, timeout: float, ctx: ToolContext) -> ToolResult:
         from pebble import ProcessExpired
 
         try:
-            result = future.result()
+            outcome: WorkerOutcome = future.result()
         except FutureTimeoutError:
             logger.warning("tool %s passed its %.1f s limit; worker killed", name, timeout)
             return ToolResult(
@@ -175,10 +203,12 @@ class ProcessPoolRunner:
                 "before returning; the worker was replaced.",
                 True,
             )
+        result, (written, deleted) = outcome
         if not isinstance(result, ToolResult):
             return ToolResult(
                 f"Error: tool {name} returned {type(result).__name__}, not a ToolResult", True
             )
+        ctx.state.absorb(written, deleted)
         return result
 
     def close(self) -> None:

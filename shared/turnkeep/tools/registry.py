@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
 from turnkeep.providers.base import ToolSpec
 from turnkeep.tools.base import Tool, ToolContext, ToolResult
 from turnkeep.tools.isolation import ToolRunner, run_in_process
+from turnkeep.tools.names import tool_name_problem
 
 MAX_ERROR_DETAILS = 8
 
@@ -24,12 +26,20 @@ class ToolRegistryError(ValueError):
     """A tool could not be registered (bad or duplicate name)."""
 
 
-def _valid_name(name: object) -> bool:
-    return (
-        isinstance(name, str)
-        and 0 < len(name) <= 64
-        and all(c.isascii() and (c.isalnum() or c in "_-") for c in name)
-    )
+@dataclass(frozen=True, slots=True)
+class SourceProblem:
+    """A tool source whose tools are not (all) in the registry, and why.
+
+    `tools`: the names left out (a clash); empty when the whole source could not be listed.
+    `required` / `retryable`: the source's and the error's (the failure rule of
+    `turnkeep.tools.sources`).
+    """
+
+    source: str
+    message: str
+    required: bool = False
+    retryable: bool = True
+    tools: tuple[str, ...] = ()
 
 
 class ToolRegistry:
@@ -40,6 +50,8 @@ class ToolRegistry:
         self._sources: dict[str, str] = {}
         self.unavailable: dict[str, str] = {}
         """Tool sources that could not be listed: source name -> the error (it names it)."""
+        self.problems: list[SourceProblem] = []
+        """Every source left out whole (`unavailable`) or in part (clashing tools), in order."""
         for tool in tools:
             self.register(tool, source=source)
 
@@ -50,10 +62,9 @@ class ToolRegistry:
         """
         if not isinstance(tool, Tool):
             raise ToolRegistryError(f"register needs a Tool, got {type(tool).__name__}")
-        if not _valid_name(tool.name):
-            raise ToolRegistryError(
-                f"tool name {tool.name!r} is invalid: use 1-64 characters of A-Z a-z 0-9 _ -"
-            )
+        problem = tool_name_problem(tool.name)
+        if problem is not None:
+            raise ToolRegistryError(problem)
         if not (isinstance(tool.args_model, type) and issubclass(tool.args_model, BaseModel)):
             raise ToolRegistryError(f"tool {tool.name!r}: args_model must be a pydantic model")
         if tool.name in self._tools:
@@ -72,9 +83,20 @@ class ToolRegistry:
         """The label `name` was registered with (None: unlabelled or unknown)."""
         return self._sources.get(name)
 
-    def mark_unavailable(self, source: str, error: str) -> None:
+    def mark_unavailable(
+        self, source: str, error: str, *, required: bool = False, retryable: bool = True
+    ) -> None:
         """Record that tool source `source` could not be listed (its tools are `source_*`)."""
         self.unavailable[source] = error
+        self.problems.append(SourceProblem(source, error, required, retryable))
+
+    def mark_left_out(self, source: str, tools: Iterable[str], message: str) -> None:
+        """Record that these tools of optional source `source` were left out (`message`)."""
+        self.problems.append(SourceProblem(source, message, tools=tuple(tools)))
+
+    def blocking_problem(self) -> SourceProblem | None:
+        """The first problem of a required source: a model round cannot run without it."""
+        return next((p for p in self.problems if p.required), None)
 
     def unavailable_error(self, name: str) -> str | None:
         """The listing error of the unavailable source a tool called `name` would belong to."""
@@ -146,8 +168,15 @@ class ToolRegistry:
                 f"Error: the arguments of {name} must be a JSON object, got {type(raw).__name__}.",
                 True,
             )
+        model = tool.args_model
+        # One rule for every tool (docs/agent.md, "Arguments"): JSON values are taken as the
+        # types they are, never coerced ("3" is not 3); a model that refuses unknown fields
+        # refuses them at every depth, in its nested models too.
+        extra: Literal["forbid"] | None = (
+            "forbid" if model.model_config.get("extra") == "forbid" else None
+        )
         try:
-            parsed: BaseModel = tool.args_model.model_validate(raw)
+            parsed: BaseModel = model.model_validate_json(text or "{}", strict=True, extra=extra)
         except ValidationError as exc:
             return ToolResult(_validation_text(name, exc), True)
         return parsed

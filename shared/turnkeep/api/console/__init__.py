@@ -25,12 +25,13 @@ _TYPES = {
     ".svg": "image/svg+xml",
 }
 
-# The page loads only its own files; it may call any http(s) API (the base URL is the
-# person's choice), and nothing may frame it.
-_HEADERS = {
+# The page loads only its own files; it may call any http(s) API and follow turns on any
+# WebSocket API (the base URL is the person's choice, GET /live names the socket), and
+# nothing may frame it.
+PAGE_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        "connect-src 'self' http: https:; frame-ancestors 'none'; base-uri 'none'; "
+        "connect-src 'self' http: https: ws: wss:; frame-ancestors 'none'; base-uri 'none'; "
         "form-action 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
@@ -51,7 +52,7 @@ def asset(name: str) -> Path | None:
 
 
 def _file(path: Path) -> Response:
-    return FileResponse(path, media_type=_TYPES[path.suffix], headers=_HEADERS)
+    return FileResponse(path, media_type=_TYPES[path.suffix], headers=PAGE_HEADERS)
 
 
 def console_router() -> APIRouter:

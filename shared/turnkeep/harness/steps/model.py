@@ -22,6 +22,11 @@ from turnkeep.harness.io import ModelStepInput, ModelStepOutput
 from turnkeep.harness.live import LiveText, may_watch
 from turnkeep.harness.progress import FrameWriter, read_frames
 from turnkeep.harness.recovery import settle_pending
+from turnkeep.harness.source_notices import (
+    ToolSourceNotice,
+    required_source_failure,
+    round_notices,
+)
 from turnkeep.harness.state import (
     OperationState,
     call_address,
@@ -64,7 +69,9 @@ from turnkeep.providers.settings import ModelSettings
 from turnkeep.storage import JsonValue, Storage, Write, set_value
 from turnkeep.system_prompt import resolve_system_for_meta
 
-EventListener = Callable[[StreamEvent], None]
+EventListener = Callable[[StreamEvent | ToolSourceNotice], None]
+"""Sees an in-process round: the provider's stream, and a notice for each optional tool source
+the round goes on without."""
 
 
 def model_step(
@@ -150,13 +157,12 @@ def model_step(
                 )
             wrap_up = True  # one tools-off round so the model can answer with what it has
         registry = deps.registry(state.session_id, state.user_id)
-        if registry.unavailable and not wrap_up:
-            # Nothing is committed yet: a retry of this round starts from the same place, and
-            # the last one's failure ends the turn with this text (docs/agent.md).
-            raise RetryableModelError(
-                "; ".join(registry.unavailable.values()), code="tool_source_unavailable"
-            )
+        # Nothing is committed yet: a retry of this round starts from the same place.
+        blocked = None if wrap_up else required_source_failure(registry)
+        if blocked is not None:
+            return fail_output(inp.session_id, inp.op_id, inp.round, blocked)
         state, results = _settle_tool_results(storage, state)
+        notice_writes = round_notices(storage, registry, state, results.head, on_event)
         provider = deps.provider_for(state.model)
         shape = _RoundShape(
             deps,
@@ -178,7 +184,7 @@ def model_step(
             deps.clock,
             interval_s=deps.limits.frame_interval_ms / 1000,
             max_bytes=deps.limits.frame_max_bytes,
-            prelude=results.prelude,
+            prelude=[*results.prelude, *notice_writes],
         )
         live = (
             None

@@ -4,6 +4,7 @@ replay-safe, with each call-state change committed fenced by the operation state
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from turnkeep.harness import approvals
@@ -28,10 +29,18 @@ from turnkeep.harness.steps.common import (
     open_session,
     settle_envelope,
 )
+from turnkeep.harness.tool_results import (
+    MIN_PREVIEW_CHARS,
+    preview_chars,
+    size_result,
+    turn_window,
+)
 from turnkeep.harness.transcript import message_from_json
 from turnkeep.providers.base import ToolResultPart
-from turnkeep.storage import GuardFailedError, Storage, set_value
-from turnkeep.tools.base import ToolContext
+from turnkeep.storage import GuardFailedError, Storage, Write, set_value
+from turnkeep.tools.base import READ_TOOL_RESULT, ToolContext
+from turnkeep.tools.state import ToolState, state_writes
+from turnkeep.tools.state import load_state as load_tool_state
 
 
 def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
@@ -141,17 +150,20 @@ def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
             operation_id=state.op_id,
             call_id=call.call_id,
             extras={"progress": ctx_progress, "replayed": replayed},
+            state=ToolState(loader=lambda: load_tool_state(storage)),
+            deps_source=deps.agent.deps,
         )
         arguments = approvals.effective_arguments(call)
         result = registry.run_call(call.name, arguments, ctx, deps.tool_runner)
-        content = _cap_result(result.content, deps.limits.max_tool_result_bytes)
+        ctx.state.seal()  # its writes commit with the result below, or not at all
+        content = _sized(deps, storage, state, call, result.content)
         note = approvals.edited_note(call)
         if note is not None:  # the model learns its arguments were changed
             content = f"{note}\n{content}"
         done = started.model_copy(
             update={"phase": "done", "content": content, "is_error": result.is_error}
         )
-        if _claim(storage, state.op_id, done, started_seq) is None:
+        if _claim(storage, state.op_id, done, started_seq, state_writes(ctx.state)) is None:
             return _tool_output(inp, "skipped")  # the turn ended meanwhile
         return _tool_output(inp, "done", done)
 
@@ -164,14 +176,19 @@ def _load_call(storage: Storage, op_id: str, call_id: str) -> tuple[CallState, i
     return CallState.model_validate(stored.value), stored.seq
 
 
-def _claim(storage: Storage, op_id: str, after: CallState, seq: int) -> int | None:
-    """Write `after` only while the call state is still the version at `seq` (which also
-    means the operation runs: its terminal commit deletes every call state). Returns the new
-    version's sequence, None when another writer got there first."""
+def _claim(
+    storage: Storage, op_id: str, after: CallState, seq: int, also: Sequence[Write] = ()
+) -> int | None:
+    """Write `after` (and `also`: the call's tool-state writes) only while the call state is
+    still the version at `seq` (which also means the operation runs: its terminal commit
+    deletes every call state). Returns the new version's sequence, None when another writer
+    got there first."""
     address = call_address(op_id, after.call_id)
     try:
         result = storage.commit(
-            [set_value(address, after.model_dump(mode="json"))], guard=address, guard_seq=seq
+            [set_value(address, after.model_dump(mode="json")), *also],
+            guard=address,
+            guard_seq=seq,
         )
     except GuardFailedError:
         return None
@@ -291,12 +308,21 @@ def _settled_tool_output(inp: ToolStepInput, data: Any) -> ToolStepOutput:
     )
 
 
-def _cap_result(content: str, max_bytes: int) -> str:
-    raw = content.encode("utf-8")
-    if len(raw) <= max_bytes:
-        return content
-    kept = raw[: max_bytes - 64].decode("utf-8", errors="ignore")
-    return f"{kept}\n[tool result cut: {len(raw)} bytes, the limit is {max_bytes}]"
+def _sized(
+    deps: HarnessDeps, storage: Storage, state: OperationState, call: CallState, content: str
+) -> str:
+    """What the model sees of a result: whole, or a preview of the whole result, which is
+    stored first (a page of `read_tool_result` is never stored again)."""
+    if len(content) <= MIN_PREVIEW_CHARS or call.name == READ_TOOL_RESULT:
+        return content  # fits any preview: no window to resolve
+    window = turn_window(deps, state.model)
+    preview = preview_chars(window, deps.limits.tool_result_share)
+    sized = size_result(content, call.call_id, preview, deps.limits.max_tool_result_bytes)
+    if sized.writes:
+        # Its own commit (a result's chunks may be many): chunks left by a call whose result
+        # then does not commit are overwritten by its re-run and deleted with the session.
+        storage.commit(sized.writes)
+    return sized.content
 
 
 def _fenced_session_commit(

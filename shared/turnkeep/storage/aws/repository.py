@@ -10,7 +10,8 @@ from turnkeep.storage.aws import keys
 from turnkeep.storage.aws.batches import batch_write
 from turnkeep.storage.aws.cleanup import delete_all
 from turnkeep.storage.aws.codec import get_s, s
-from turnkeep.storage.aws.storage import AwsStorage, SessionState, aws_call
+from turnkeep.storage.aws.session_state import SessionState, aws_call
+from turnkeep.storage.aws.storage import AwsStorage
 from turnkeep.storage.base import Repository, validate_session_id
 from turnkeep.storage.errors import StorageValidationError
 

@@ -195,6 +195,42 @@ def plan_session_commit(
     pk = keys.session_pk(session_id)
     first = head.last_seq + 1
     seqs = tuple(range(first, first + len(txn.writes)))
+    items = _folded(txn, seqs, pk, head)
+    if txn.guard is not None:
+        # On the guard's own item when the transaction writes it (one action per item),
+        # else as a ConditionCheck; evaluated against the state before this transaction.
+        guard_sk = _check_sort_key(
+            keys.value_sk(txn.guard.namespace, txn.guard.key), f"guard {txn.guard}"
+        )
+        items.conditions[guard_sk] = (_guard_condition(txn.guard_seq), ActionMeta("guard"))
+    head_plan = _HeadPlan.of(head, items, seqs, done_markers)
+    actions = [head_plan.action(table, pk, session_id, head)]
+    metas: list[ActionMeta | None] = [ActionMeta("head")]
+    total_bytes = _item_actions(
+        items, txn.guard_seq, table=table, pk=pk, actions=actions, metas=metas
+    )
+    _check_limits(len(actions), total_bytes)
+    new_head = Head(
+        last_seq=seqs[-1],
+        stats=items.stats,
+        pending=frozenset(head_plan.pending),
+        exists=True,
+        scopes=head.scopes - head_plan.cleared,
+        scopes_seq=head.scopes_seq + len(seqs),
+    )
+    return SessionPlan(
+        actions,
+        metas,
+        seqs,
+        new_head,
+        items.retired,
+        head_plan.done_removed,
+        head_plan.unwritten,
+    )
+
+
+def _folded(txn: Transaction, seqs: tuple[int, ...], pk: str, head: Head) -> _Items:
+    """Every write of `txn` folded onto the items it touches, each with its own sequence."""
     items = _Items(pk, head.stats, frozenset(txn.entry_ids))
     for write, seq in zip(txn.writes, seqs, strict=True):
         match write:
@@ -214,89 +250,113 @@ def plan_session_commit(
                 items.insert_usage(write, seq)
             case _:
                 assert_never(write)
-    puts, conditions, retired, stats = items.puts, items.conditions, items.retired, items.stats
+    return items
 
-    if txn.guard is not None:
-        # On the guard's own item when the transaction writes it (one action per item),
-        # else as a ConditionCheck; evaluated against the state before this transaction.
-        guard_sk = _check_sort_key(
-            keys.value_sk(txn.guard.namespace, txn.guard.key), f"guard {txn.guard}"
+
+@dataclass
+class _HeadPlan:
+    """What the commit does to the sequence head: new pending cleanup markers, the cleaned
+    markers it removes, the retired scopes it clears, and those it proves never written."""
+
+    seqs: tuple[int, ...]
+    stats: StorageStats
+    markers: frozenset[str]
+    pending: set[str]
+    done_removed: frozenset[str]
+    cleared: frozenset[str]
+    unwritten: frozenset[str]
+
+    @classmethod
+    def of(
+        cls, head: Head, items: _Items, seqs: tuple[int, ...], done_markers: frozenset[str]
+    ) -> _HeadPlan:
+        retired = items.retired
+        # A retired scope the head proves unwritten has no object to delete: no marker, no
+        # cleanup.
+        unwritten = frozenset(sid for sid in retired if head.proves_unwritten(sid))
+        markers = frozenset(
+            pending_marker(b, sid) for sid, b in retired.items() if sid not in unwritten
         )
-        conditions[guard_sk] = (_guard_condition(txn.guard_seq), ActionMeta("guard"))
-
-    actions: list[dict[str, Any]] = []
-    metas: list[ActionMeta | None] = []
-    last = seqs[-1]
-    head_values: dict[str, Any] = {
-        ":last": n(last),
-        ":stats": s(stats_to_text(stats)),
-        ":g": s(keys.SESSIONS_GSI_PK),
-        ":sid": s(session_id),
-    }
-    expression = f"SET {LAST_SEQ} = :last, {STATS} = :stats, gsi1pk = :g, gsi1sk = :sid"
-    # A retired scope the head proves unwritten has no object to delete: no marker, no cleanup.
-    unwritten = frozenset(sid for sid in retired if head.proves_unwritten(sid))
-    markers = frozenset(
-        pending_marker(b, sid) for sid, b in retired.items() if sid not in unwritten
-    )
-    pending = set(head.pending)
-    done_removed: frozenset[str] = frozenset()
-    adds = [f"{SCOPES_SEQ} :count"]
-    head_values[":count"] = n(len(seqs))
-    deletes: list[str] = []
-    if markers:
-        adds.append(f"{PENDING} :markers")
-        head_values[":markers"] = {"SS": sorted(markers)}
-        pending |= markers
-    elif done_markers:
+        pending = set(head.pending) | markers
         # A path may appear once per update expression, so cleaned markers ride on a
         # transaction that does not add new ones.
-        deletes.append(f"{PENDING} :done")
-        head_values[":done"] = {"SS": sorted(done_markers)}
-        pending -= done_markers
-        done_removed = done_markers
-    cleared = head.scopes & retired.keys()
-    if cleared:
-        deletes.append(f"{SCOPES} :retired")
-        head_values[":retired"] = {"SS": sorted(cleared)}
-    expression += " ADD " + ", ".join(adds)
-    if deletes:
-        expression += " DELETE " + ", ".join(deletes)
-    if head.exists:
-        condition = f"{LAST_SEQ} = :expected"
-        head_values[":expected"] = n(head.last_seq)
-    else:
-        condition = "attribute_not_exists(sk)"
-    actions.append(_head_update(table, pk, expression, condition, head_values))
-    metas.append(ActionMeta("head"))
+        done_removed = done_markers if not markers else frozenset()
+        pending -= done_removed
+        cleared = frozenset(head.scopes & retired.keys())
+        return cls(seqs, items.stats, markers, pending, done_removed, cleared, unwritten)
 
+    def action(self, table: str, pk: str, session_id: str, head: Head) -> dict[str, Any]:
+        """The head's conditional update: the new last sequence, stats and scope sets."""
+        values: dict[str, Any] = {
+            ":last": n(self.seqs[-1]),
+            ":stats": s(stats_to_text(self.stats)),
+            ":g": s(keys.SESSIONS_GSI_PK),
+            ":sid": s(session_id),
+            ":count": n(len(self.seqs)),
+        }
+        expression = f"SET {LAST_SEQ} = :last, {STATS} = :stats, gsi1pk = :g, gsi1sk = :sid"
+        adds = [f"{SCOPES_SEQ} :count"]
+        deletes: list[str] = []
+        if self.markers:
+            adds.append(f"{PENDING} :markers")
+            values[":markers"] = {"SS": sorted(self.markers)}
+        elif self.done_removed:
+            deletes.append(f"{PENDING} :done")
+            values[":done"] = {"SS": sorted(self.done_removed)}
+        if self.cleared:
+            deletes.append(f"{SCOPES} :retired")
+            values[":retired"] = {"SS": sorted(self.cleared)}
+        expression += " ADD " + ", ".join(adds)
+        if deletes:
+            expression += " DELETE " + ", ".join(deletes)
+        if head.exists:
+            condition = f"{LAST_SEQ} = :expected"
+            values[":expected"] = n(head.last_seq)
+        else:
+            condition = "attribute_not_exists(sk)"
+        return _head_update(table, pk, expression, condition, values)
+
+
+def _item_actions(
+    items: _Items,
+    guard_seq: int | None,
+    *,
+    table: str,
+    pk: str,
+    actions: list[dict[str, Any]],
+    metas: list[ActionMeta | None],
+) -> int:
+    """Append one Put/Delete per item written and one ConditionCheck per item only checked;
+    return the bytes the puts write."""
+    conditions = dict(items.conditions)
     total_bytes = 0
-    for sk, put in puts.items():
+    for sk, put in items.puts.items():
         cond = conditions.pop(sk, None)
         if put is None:
-            delete: dict[str, Any] = {"TableName": table, "Key": {"pk": s(pk), "sk": s(sk)}}
-            if cond is not None:
-                delete["ConditionExpression"] = cond[0]
-                _add_guard_values(delete, cond[0], txn.guard_seq)
-            actions.append({"Delete": delete})
-            metas.append(cond[1] if cond is not None else None)
-            continue
-        total_bytes += item_size(put)
-        action: dict[str, Any] = {"TableName": table, "Item": put}
+            action: dict[str, Any] = {"TableName": table, "Key": {"pk": s(pk), "sk": s(sk)}}
+            kind = "Delete"
+        else:
+            total_bytes += item_size(put)
+            action = {"TableName": table, "Item": put}
+            kind = "Put"
         if cond is not None:
             action["ConditionExpression"] = cond[0]
-            _add_guard_values(action, cond[0], txn.guard_seq)
-        actions.append({"Put": action})
+            _add_guard_values(action, cond[0], guard_seq)
+        actions.append({kind: action})
         metas.append(cond[1] if cond is not None else None)
     for sk, (cond_text, meta) in conditions.items():
         check = _condition_check(table, pk, sk, cond_text)
-        _add_guard_values(check["ConditionCheck"], cond_text, txn.guard_seq)
+        _add_guard_values(check["ConditionCheck"], cond_text, guard_seq)
         actions.append(check)
         metas.append(meta)
+    return total_bytes
 
-    if len(actions) > MAX_TRANSACTION_ACTIONS:
+
+def _check_limits(action_count: int, total_bytes: int) -> None:
+    """Refuse a transaction DynamoDB's TransactWriteItems would refuse, before any I/O."""
+    if action_count > MAX_TRANSACTION_ACTIONS:
         raise StorageValidationError(
-            f"this session transaction needs {len(actions)} DynamoDB actions (one per item "
+            f"this session transaction needs {action_count} DynamoDB actions (one per item "
             "written, two per entry, one per existing parent or guard checked, plus the sequence "
             "head); "
             f"the aws backend commits at most {MAX_TRANSACTION_ACTIONS} actions at once "
@@ -307,15 +367,6 @@ def plan_session_commit(
             f"this session transaction writes about {total_bytes} bytes; DynamoDB "
             f"TransactWriteItems accepts at most {MAX_TRANSACTION_BYTES} bytes (4 MB)"
         )
-    new_head = Head(
-        last_seq=last,
-        stats=stats,
-        pending=frozenset(pending),
-        exists=True,
-        scopes=head.scopes - cleared,
-        scopes_seq=head.scopes_seq + len(seqs),
-    )
-    return SessionPlan(actions, metas, seqs, new_head, retired, done_removed, unwritten)
 
 
 def plan_allocation(

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -17,7 +14,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from turnkeep.storage.addresses import Value, ValueList
 from turnkeep.storage.attached import AttachedKey, AttachedUpdate
 from turnkeep.storage.aws import keys
-from turnkeep.storage.aws.batches import UnprocessedError, batch_get
+from turnkeep.storage.aws.batches import batch_get
+from turnkeep.storage.aws.cancellation import cancel_reasons, raise_cancel_cause
 from turnkeep.storage.aws.cleanup import delete_through
 from turnkeep.storage.aws.codec import (
     Item,
@@ -40,10 +38,10 @@ from turnkeep.storage.aws.head import (
     pending_marker,
 )
 from turnkeep.storage.aws.scoped import ObjectWrites, ScopeView, object_writes
+from turnkeep.storage.aws.session_state import SessionState, aws_call
 from turnkeep.storage.aws.session_txn import ActionMeta, plan_allocation, plan_session_commit
 from turnkeep.storage.base import ListOrder, Storage, now_ms
 from turnkeep.storage.errors import (
-    AttachedConditionError,
     StorageConflictError,
     StorageUnavailableError,
     StorageValidationError,
@@ -57,7 +55,6 @@ from turnkeep.storage.records import (
     StorageStats,
     StoredValue,
 )
-from turnkeep.storage.refusals import duplicate_entry, guard_failed, missing_parent
 from turnkeep.storage.scopes import EphemeralScope, Scope, SessionScope
 from turnkeep.storage.writes import InsertEntry, Transaction, UsageRow
 
@@ -69,50 +66,6 @@ MAX_COMMIT_ATTEMPTS: Final = 10
 """Session commits re-read the head and retry this often before StorageConflictError."""
 GET_WORKERS: Final = 16
 MAX_SEQ: Final = 10**keys.SEQ_DIGITS - 1
-
-
-@dataclass
-class SessionState:
-    """What the handles of one session in one repository share: lock, head and scope caches."""
-
-    lock: threading.RLock = field(default_factory=threading.RLock)
-    head: Head | None = None
-    """The head as this process last saw it; None forces a read before the next commit."""
-    done: set[str] = field(default_factory=set)
-    """Cleanup markers whose deletion finished; removed from the head by the next commit."""
-    views: dict[str, ScopeView] = field(default_factory=dict)
-    bodies: dict[str, ObjectWrites] = field(default_factory=dict)
-    """Scoped objects this process wrote or read, by key (objects are immutable)."""
-    refs: int = 0
-    recovered: bool = False
-
-    def observe(self, head: Head, *, expected: int | None) -> None:
-        """Adopt `head`; drop loaded scopes when another writer may have moved it meanwhile.
-
-        `expected` is the `last_seq` the head has if only this process allocated since it last
-        looked (None: unknown). Any other allocation may be another process's scoped write or
-        retirement, which a loaded scope view would never show or apply: such views are read
-        afresh on their next use (cached object bodies are kept; they are immutable).
-        """
-        if expected is None or head.last_seq != expected:
-            self.views.clear()
-        self.head = head
-
-    def forget(self) -> None:
-        """Drop every cache (the session was deleted or must be read afresh)."""
-        self.head = None
-        self.done.clear()
-        self.views.clear()
-        self.bodies.clear()
-
-
-@contextmanager
-def aws_call(what: str) -> Iterator[None]:
-    """Turn transport and service failures into StorageUnavailableError naming `what`."""
-    try:
-        yield
-    except (BotoCoreError, ClientError, UnprocessedError) as exc:
-        raise StorageUnavailableError(f"{what} failed: {exc}") from exc
 
 
 class AwsStorage(Storage):
@@ -403,10 +356,10 @@ class AwsStorage(Storage):
             if code != "TransactionCanceledException":
                 state.head = None
                 raise StorageUnavailableError(f"session commit failed: {exc}") from exc
-            reasons = _cancel_reasons(exc)
+            reasons = cancel_reasons(exc)
             if reasons[:1] != [{"Code": "None"}]:
                 state.head = None  # the head condition failed (or we cannot tell)
-            _raise_cancel_cause(exc, metas, guard, guard_seq)
+            raise_cancel_cause(exc, metas, guard, guard_seq)
             current = reasons[0].get("Item") if reasons else None
             if (
                 attempt == 0
@@ -725,52 +678,3 @@ def _entry(item: Item) -> Entry:
         load_json(get_s(item, "data")),
         get_n(item, "seq"),
     )
-
-
-def _cancel_reasons(exc: ClientError) -> list[dict[str, Any]]:
-    """One reason per action of a cancelled transaction (`{"Code": "None"}` = it passed)."""
-    raw: Any = exc.response.get("CancellationReasons", [])
-    return [{k: v for k, v in dict(r).items() if k in ("Code", "Message", "Item")} for r in raw]
-
-
-def _raise_cancel_cause(
-    exc: ClientError,
-    metas: list[ActionMeta | None],
-    guard: Value | None,
-    guard_seq: int | None,
-) -> None:
-    """Raise the caller's error behind a cancelled transaction; return when it was a race.
-
-    The guard is checked first, then duplicate ids, then parents (the memory backend's order).
-    """
-    failed: dict[str, list[ActionMeta]] = {}
-    attached_item: Any = None
-    for index, reason in enumerate(_cancel_reasons(exc)):
-        code = reason.get("Code")
-        if code in (None, "None"):
-            continue
-        meta = metas[index] if index < len(metas) else None
-        if code == "ConditionalCheckFailed" and meta is not None:
-            failed.setdefault(meta.kind, []).append(meta)
-            if meta.kind == "attached":
-                attached_item = reason.get("Item")
-        elif code == "ValidationError":
-            raise StorageValidationError(
-                f"DynamoDB rejected the session transaction: {reason.get('Message')}"
-            )
-        elif code != "TransactionConflict":
-            raise StorageUnavailableError(
-                f"DynamoDB cancelled the session transaction: {code} {reason.get('Message')}"
-            )
-    if "guard" in failed and guard is not None:
-        raise guard_failed(guard, guard_seq)
-    if "attached" in failed:
-        raise AttachedConditionError(
-            "commit refused: the attached update's condition failed",
-            attached_item,
-        )
-    if "duplicate" in failed:
-        raise duplicate_entry(failed["duplicate"][0].entry_id)
-    if "parent" in failed:
-        meta = failed["parent"][0]
-        raise missing_parent(meta.entry_id, meta.parent_id)

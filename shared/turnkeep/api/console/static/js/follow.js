@@ -1,10 +1,12 @@
-// Follows one turn until it ends: the stream route when the server has it, else the events
-// page polled with its cursor (docs/api.md, "Events"). Either way every event reaches
-// `onEvent` once, in seq order; a lost connection is retried from the last seq seen, so
-// nothing is missed or shown twice when the server goes away and comes back.
+// Follows one turn until it ends: the deployment's WebSocket API when GET /live names one
+// (ws.js), else the stream route when the server has it, else the events page polled with its
+// cursor (docs/api.md, "Events"). Every way, every event reaches `onEvent` once, in seq order;
+// a lost connection is retried from the last seq seen, so nothing is missed or shown twice when
+// the server goes away and comes back.
 
 import { UnreachableError, errorOf, isTransient, path } from "./api.js";
 import { sseEvents } from "./sse.js";
+import { NoSocket, liveInfo, parseJson, socketOnce } from "./ws.js";
 
 const POLL_MIN_MS = 50;
 const POLL_MAX_MS = 500;
@@ -25,12 +27,13 @@ const sleep = (ms, signal) =>
 /**
  * Follow turn `turnId` of `sessionId`. `handlers`: onEvent(event) for frames, entries and
  * approval events; onDelta({response_id, offset, text}) for live text; onStatus({turn_id,
- * status}) when the turn's status changes; onConnection(state) with "stream" | "poll" |
- * "offline". Resolves to the end {turn_id, status, error, rounds,
+ * status}) when the turn's status changes; onConnection(state) with "socket" | "stream" |
+ * "poll" | "offline" | "no-socket" (polling or streaming because the WebSocket cannot be had:
+ * the page says so). Resolves to the end {turn_id, status, error, rounds,
  * usage}; rejects on a non-transient API error; resolves to null when `signal` aborts.
  */
 export async function followTurn(api, sessionId, turnId, handlers, { signal, cursor = 0 } = {}) {
-  const state = { cursor, mode: "stream" };
+  const state = { cursor, mode: null, fallback: "stream" };
   const turnPath = path("sessions", sessionId, "turns", turnId);
   const deliver = (event) => {
     if (typeof event.seq === "number") {
@@ -42,10 +45,15 @@ export async function followTurn(api, sessionId, turnId, handlers, { signal, cur
   let retry = 250;
   while (!signal?.aborted) {
     try {
-      const end =
-        state.mode === "stream"
-          ? await streamOnce(api, turnPath, state, deliver, handlers, signal)
-          : await pollUntilEnd(api, turnPath, state, deliver, handlers, signal);
+      if (state.mode === null) await chooseMode(api, state);
+      let end;
+      if (state.mode === "socket") {
+        end = await socketOnce(api, sessionId, turnId, state, deliver, handlers, signal);
+      } else if (state.mode === "stream") {
+        end = await streamOnce(api, turnPath, state, deliver, handlers, signal);
+      } else {
+        end = await pollUntilEnd(api, turnPath, state, deliver, handlers, signal);
+      }
       if (end) return end;
       retry = 250;
       // The stream closed without an end (a proxy's timeout, a restart): reconnect from the
@@ -53,6 +61,12 @@ export async function followTurn(api, sessionId, turnId, handlers, { signal, cur
       if (state.mode === "stream") await sleep(retry, signal);
     } catch (error) {
       if (error && error.name === "AbortError") return null;
+      if (error instanceof NoSocket) {
+        state.mode = state.fallback;
+        state.noSocket = true;
+        handlers.onConnection?.("no-socket");
+        continue;
+      }
       if (!isTransient(error)) throw error;
       handlers.onConnection?.("offline");
       await sleep(retry, signal);
@@ -60,6 +74,14 @@ export async function followTurn(api, sessionId, turnId, handlers, { signal, cur
     }
   }
   return null;
+}
+
+// The first way to follow: the WebSocket GET /live names, else the stream route where it
+// answers; an API without GET /live (an older one) gets the stream route tried.
+async function chooseMode(api, state) {
+  const live = await liveInfo(api);
+  state.fallback = !live || live.stream ? "stream" : "poll";
+  state.mode = live && live.websocket_url ? "socket" : state.fallback;
 }
 
 async function streamOnce(api, turnPath, state, deliver, handlers, signal) {
@@ -80,7 +102,7 @@ async function streamOnce(api, turnPath, state, deliver, handlers, signal) {
   handlers.onConnection?.("stream");
   try {
     for await (const message of sseEvents(response.body)) {
-      const data = parse(message.data);
+      const data = parseJson(message.data);
       if (data === undefined) continue;
       if (message.event === "delta") handlers.onDelta?.(data);
       else if (message.event === "status") handlers.onStatus?.(data);
@@ -94,16 +116,9 @@ async function streamOnce(api, turnPath, state, deliver, handlers, signal) {
   return null;
 }
 
-function parse(text) {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-}
-
 async function pollUntilEnd(api, turnPath, state, deliver, handlers, signal) {
-  handlers.onConnection?.("poll");
+  const mode = state.noSocket ? "no-socket" : "poll";
+  handlers.onConnection?.(mode);
   let wait = POLL_MIN_MS;
   while (!signal?.aborted) {
     const page = await api.get(
@@ -111,7 +126,7 @@ async function pollUntilEnd(api, turnPath, state, deliver, handlers, signal) {
       { cursor: state.cursor, limit: PAGE_LIMIT },
       { signal },
     );
-    handlers.onConnection?.("poll");
+    handlers.onConnection?.(mode);
     for (const event of page.events) deliver(event);
     if (page.status !== state.status) {
       state.status = page.status;

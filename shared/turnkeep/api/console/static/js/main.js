@@ -28,7 +28,13 @@ function notify(text, kind = "info") {
 
 const connectionState = byId("connection-state");
 function onConnection(state) {
-  const words = { stream: "live (stream)", poll: "live (polling)", offline: "server unreachable: retrying" };
+  const words = {
+    socket: "live (WebSocket)",
+    stream: "live (stream)",
+    poll: "live (polling)",
+    "no-socket": "live (polling: the WebSocket cannot be opened)",
+    offline: "server unreachable: retrying",
+  };
   connectionState.textContent = words[state] || state;
   connectionState.dataset.state = state;
 }

@@ -11,6 +11,13 @@ const LIVE = new Set(["running", "cancelling", "awaiting_approval"]);
 const TRANSCRIPT_PAGE = 500;
 const STICK_PX = 80;
 
+/** The session's status line while turn `turnId` is live. */
+function liveLine(turnId, status) {
+  if (status === "awaiting_approval") return `Turn ${turnId} is waiting for an approval.`;
+  if (status === "cancelling") return `Turn ${turnId} is being cancelled.`;
+  return `Turn ${turnId} is running.`;
+}
+
 function turnOf(entryId) {
   const cut = String(entryId || "").indexOf(":");
   return cut > 0 ? entryId.slice(0, cut) : "session";
@@ -121,11 +128,11 @@ export class SessionPanel {
     box.scrollTop = box.scrollHeight;
   }
 
-  setRunning(turnId) {
+  setRunning(turnId, status = "running") {
     this.running = turnId;
     this.nodes.cancel.disabled = !turnId;
     this.nodes.section.dataset.running = turnId ? "true" : "false";
-    this.nodes.status.textContent = turnId ? `Turn ${turnId} is running.` : "Ready.";
+    this.nodes.status.textContent = turnId ? liveLine(turnId, status) : "Ready.";
   }
 
   async send() {
@@ -156,16 +163,35 @@ export class SessionPanel {
     const view = this.turnView(turnId);
     view.setStatus({ status: "running", rounds: 0, usage: {} });
     this.setRunning(turnId);
+    const turnPath = path("sessions", this.sessionId, "turns", turnId);
+    // A status change shows at once; the turn's figures (rounds, tokens) are read after it, so
+    // a turn waiting for an approval shows what it has used, not the zeros it started with.
+    let asked = 0;
+    const showStatus = (status) => {
+      const ask = ++asked; // only the latest read counts: an older answer may arrive last
+      view.setStatus({ ...view.lastStatus, status });
+      if (this.running === turnId) this.setRunning(turnId, status);
+      this.ctx.api
+        .get(turnPath, undefined, { signal: controller.signal })
+        .then((current) => {
+          if (ask !== asked || controller.signal.aborted) return;
+          if (!LIVE.has(view.lastStatus.status)) return; // the end came first: it is final
+          view.setStatus(current);
+          if (this.running === turnId && LIVE.has(current.status)) {
+            this.setRunning(turnId, current.status);
+          }
+        })
+        .catch(() => {}); // the figures wait for the next change or the end
+    };
+    showStatus("running");
     const handlers = {
       onEvent: (event) => {
         this.stick(() => view.apply(event));
         // The status event may follow a moment later: show the wait at once.
-        if (event.kind === "approval_requested") {
-          view.setStatus({ ...view.lastStatus, status: "awaiting_approval" });
-        }
+        if (event.kind === "approval_requested") showStatus("awaiting_approval");
         this.ctx.onTurnEvent?.(event);
       },
-      onStatus: (change) => view.setStatus({ ...view.lastStatus, status: change.status }),
+      onStatus: (change) => showStatus(change.status),
       onDelta: (delta) => this.stick(() => view.delta(delta)),
       onConnection: (state) => this.ctx.onConnection?.(state),
     };

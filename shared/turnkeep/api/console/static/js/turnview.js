@@ -6,6 +6,31 @@ import { h, replaceChildren } from "./dom.js";
 import { approvalCard, markDecided } from "./approvals.js";
 
 const CONTEXT_ROLES = new Set(["compaction", "context_window"]);
+// A tool result longer than this shows its first PREVIEW_CHARS and a button for the rest.
+export const FOLD_CHARS = 600;
+const PREVIEW_CHARS = 300;
+
+/** A tool result's text: whole when short, else folded with a toggle (expand on demand). */
+function resultBody(content) {
+  const text = String(content ?? "");
+  if (text.length <= FOLD_CHARS) return [h("pre", {}, text)];
+  const folded = `${text.slice(0, PREVIEW_CHARS)}…`;
+  const pre = h("pre", { class: "folded" }, folded);
+  const size = `${text.length.toLocaleString("en")} characters`;
+  const toggle = h(
+    "button",
+    { type: "button", class: "fold-toggle", "aria-expanded": "false" },
+    `Show all (${size})`,
+  );
+  toggle.addEventListener("click", () => {
+    const open = toggle.getAttribute("aria-expanded") !== "true";
+    pre.textContent = open ? text : folded;
+    pre.classList.toggle("folded", !open);
+    toggle.setAttribute("aria-expanded", String(open));
+    toggle.textContent = open ? `Fold (${size})` : `Show all (${size})`;
+  });
+  return [pre, toggle];
+}
 
 function textOf(parts) {
   return (parts || [])
@@ -77,6 +102,20 @@ export class TurnView {
     else if (event.kind === "entry") this.entry(event);
     else if (event.kind === "approval_requested") this.approvalRequested(event);
     else if (event.kind === "approval_decided") this.approvalDecided(event);
+    else if (event.kind === "tool_source_unavailable") this.sourceUnavailable(event);
+  }
+
+  /** The turn goes on without (some) tools of an optional tool source: say which and why. */
+  sourceUnavailable(event) {
+    const what = (event.tools || []).length ? event.tools.join(", ") : `the tools of ${event.source}`;
+    this.place(
+      h(
+        "aside",
+        { class: "source-notice", role: "status" },
+        h("strong", {}, `Going on without ${what}`),
+        h("span", {}, ` ${event.message || ""}`),
+      ),
+    );
   }
 
   /** A live delta of the stream route: same rule as a frame's text. */
@@ -155,7 +194,7 @@ export class TurnView {
             "div",
             { class: `tool-result${error ? " is-error" : ""}`, role: error ? "alert" : null },
             h("span", { class: "who" }, `${error ? "tool error" : "tool result"} · ${part.name}`),
-            h("pre", {}, String(part.content ?? "")),
+            resultBody(part.content),
           ),
         );
       }
