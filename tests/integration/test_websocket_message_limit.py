@@ -14,15 +14,13 @@ import pytest
 from botocore.exceptions import ClientError
 from websockets.sync.client import ClientConnection
 
-# The deployed stack behind the stand-in gateway: the chat tests' fixture.
-from tests.integration.test_chat_websocket import USER
-from tests.integration.test_chat_websocket import gateway as deployed_gateway
 from tests.support.ws_gateway import MAX_PAYLOAD_BYTES, Gateway
 from turnkeep.aws_lambda import container
 from turnkeep.cli import ws
 from turnkeep.cli.sse import apply_delta
 from turnkeep.harness import StartTurnInput, resume_turn, start_turn
 
+USER = "user-limit"
 CONTROL = "\x01"
 """Sent as `\\u0001`: 6 bytes of JSON for one character."""
 
@@ -32,9 +30,6 @@ def _start(session: str, op_id: str, text: str) -> None:
     deps.envelopes.create(session, USER)
     start_turn(deps, StartTurnInput(session_id=session, op_id=op_id, user_id=USER, text=text))
 
-
-gateway = deployed_gateway
-"""The fixture, under its own name here."""
 
 SLOW = "scripted?delay_ms=150&words_per_frame=1"
 """A word per 150 ms: each one leaves as its own delta (the live interval is 100 ms)."""
