@@ -8,9 +8,12 @@ Whole turns (issue #15, the "before" table of the request cuts): a Q&A turn and 
 parallel tool calls, at 10, 100 and 1,000 prior messages, started through the API Lambda and
 run by moto's Step Functions interpreter executing statemachine/turn.asl.json; every Lambda
 invocation (API and each step) runs cold in a fresh interpreter (fresh import, runtime and
-clients) that counts its botocore calls; median of 3 turns. Also printed: the API's turn start
-and one events page alone, Step Functions state transitions, and $ per turn for Standard and
-Express at the on-demand prices below (docs/aws-storage.md).
+clients) that counts its botocore calls; median of 3 turns. Every function runs with the
+environment template.yaml gives it (`deployed_env`: the steps' TURNKEEP_WS_ENDPOINT and frame
+interval included), DefaultModel=scripted: these turns are unwatched, as most are, on the
+deployed configuration (the watched figures: bench/watched_turn.py). Also printed: the API's
+turn start and one events page alone, Step Functions state transitions, and $ per turn for
+Standard and Express at the on-demand prices below (docs/aws-storage.md).
 
     .venv/bin/python bench/aws_requests.py            # everything (several minutes)
     .venv/bin/python bench/aws_requests.py --smoke    # small sizes, one turn per case (CI)
@@ -324,12 +327,25 @@ class Invocation:
 
 @dataclass
 class ColdLambdas:
-    """Runs every invocation of a function name in a fresh interpreter (see COLD_INVOKE)."""
+    """Runs every invocation of a function name in a fresh interpreter (see COLD_INVOKE), with
+    the bench's environment, then the function's as the template deploys it, then `overrides`."""
 
     env: dict[str, str]
     handlers: dict[str, tuple[str, str]]  # function name -> (file, attribute)
     invocations: list[Invocation] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    deployed: dict[str, dict[str, str]] = field(default_factory=dict)
+    """function name -> the environment template.yaml gives it (`deployed_env`)."""
+    overrides: dict[str, str] = field(default_factory=dict)
+
+    def environment(self, function: str) -> dict[str, str]:
+        """What an invocation of `function` runs with: of the bench's own TURNKEEP_ variables
+        only those the template declares for it (no pusher in the API, as deployed)."""
+        deployed = self.deployed.get(function)
+        if deployed is None:
+            return {**self.env, **self.overrides}
+        base = {k: v for k, v in self.env.items() if not k.startswith("TURNKEEP_") or k in deployed}
+        return {**base, **deployed, **self.overrides}
 
     def invoke(self, function: str, event: Any) -> tuple[Any, dict[str, str] | None]:
         path, attribute = self.handlers[function]
@@ -338,7 +354,7 @@ class ColdLambdas:
             subprocess.run(
                 [sys.executable, "-c", COLD_INVOKE, path, attribute, str(out)],
                 input=json.dumps(event).encode(),
-                env=self.env,
+                env=self.environment(function),
                 cwd=tmp,
                 stdout=subprocess.DEVNULL,
                 check=True,
@@ -486,6 +502,34 @@ class Stack:
     cold: ColdLambdas
 
 
+WS_API_ID = "wsbench01"
+"""The WebSocket API's id in the bench's deployed environment (its endpoint is never called by
+an unwatched turn; bench/watched_turn.py points it at its stand-in)."""
+
+
+def deployed_env(template: dict[str, Any], function: str, machine_arn: str) -> dict[str, str]:
+    """The environment template.yaml gives `function` (the WebSocket endpoint included), on the
+    bench's table and bucket, DefaultModel=scripted; AWS_ENDPOINT_URL is left to the bench."""
+    from tools.sam_local.template import deployed_environment
+
+    refs = {
+        name: str(spec.get("Default", "")) for name, spec in template.get("Parameters", {}).items()
+    }
+    refs |= {
+        "DefaultModel": "scripted",
+        "SessionTable": TURN_TABLE,
+        "ProgressBucket": TURN_BUCKET,
+        "StoragePrefix": "tk",
+        "WebSocketApi": WS_API_ID,
+        "TurnStateMachine": machine_arn,
+        "AWS::Region": REGION,
+        "AWS::URLSuffix": "amazonaws.com",
+    }
+    env = deployed_environment(template, function, refs)
+    env.pop("AWS_ENDPOINT_URL", None)  # empty in the template: the SDK's default (moto here)
+    return env
+
+
 def _deploy(endpoint: str, env: dict[str, str]) -> Stack:
     """Table, bucket, the four step functions, the API function and the state machine."""
     session = boto3.session.Session(region_name=REGION)
@@ -522,7 +566,8 @@ def _deploy(endpoint: str, env: dict[str, str]) -> Stack:
         "stateMachineArn"
     ]
     env["TURNKEEP_STATE_MACHINE_ARN"] = arn
-    return Stack(sfn, arn, ColdLambdas(env, handlers))
+    deployed = {function: deployed_env(template, function, arn) for function in handlers}
+    return Stack(sfn, arn, ColdLambdas(env, handlers, deployed=deployed))
 
 
 def _dummy_zip() -> bytes:
@@ -639,10 +684,10 @@ def measure_turns(
         "AWS_DEFAULT_REGION": REGION,
         "AWS_ACCESS_KEY_ID": "bench",
         "AWS_SECRET_ACCESS_KEY": "bench",
+        # This process's own runtime (seeding); each Lambda runs with its template environment.
         "TURNKEEP_STORAGE_URL": f"aws://?table={TURN_TABLE}&bucket={TURN_BUCKET}&prefix=tk",
         "TURNKEEP_ENVELOPE_URL": f"aws://?table={TURN_TABLE}",
         "TURNKEEP_MODEL": "scripted",
-        "TURNKEEP_FRAME_INTERVAL_MS": "250",
         "POWERTOOLS_TRACE_DISABLED": "true",
         "POWERTOOLS_METRICS_NAMESPACE": "turnkeep",
         "POWERTOOLS_SERVICE_NAME": "turnkeep",

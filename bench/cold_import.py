@@ -9,7 +9,8 @@ ships it today (no `__pycache__`: every module compiled from source on every col
 with bytecode compiled for this interpreter (`compileall`). The runtime's boto3 always has its
 bytecode, as Lambda's does. Invocations go to a moto server on 127.0.0.1:
 
-- step: `model_step` of a freshly started Q&A turn (scripted model), each turn in a table of its
+- step: `model_step` of a freshly started Q&A turn (scripted model) with TURNKEEP_WS_ENDPOINT
+  set as the template sets it (the push path loaded, nobody subscribed), each turn in a table of its
   own: moto's TransactWriteItems deep-copies the whole table (its rollback), so in one shared
   table every run's commit would pay for all the bench's earlier fixtures (~0.1 s at 300 items),
   which DynamoDB does not;
@@ -293,6 +294,18 @@ def _env(endpoint: str, path: list[Path]) -> dict[str, str]:
     }
 
 
+def _step_ws_endpoint() -> str:
+    """The model step's TURNKEEP_WS_ENDPOINT as template.yaml deploys it (always set: the
+    step's push path is part of its cold start)."""
+    from tools.sam_local.template import deployed_environment, load_template
+
+    refs = {"WebSocketApi": "wscold01", "AWS::Region": REGION, "AWS::URLSuffix": "amazonaws.com"}
+    template = load_template()
+    refs |= {n: str(p.get("Default", "")) for n, p in template.get("Parameters", {}).items()}
+    refs |= {"SessionTable": TABLE, "ProgressBucket": BUCKET}
+    return deployed_environment(template, "ModelStepFunction", refs)["TURNKEEP_WS_ENDPOINT"]
+
+
 def _urls(table: str) -> dict[str, str]:
     return {
         "TURNKEEP_STORAGE_URL": f"aws://?table={table}&bucket={BUCKET}&prefix=tk",
@@ -344,7 +357,7 @@ class Fixture:
             StartTurnInput(session_id=session_id, op_id=op_id, user_id=USER, text="hello"),
         )
         event = {"session_id": session_id, "op_id": op_id, "round": 0}
-        return event, _urls(self.step_table)
+        return event, {**_urls(self.step_table), "TURNKEEP_WS_ENDPOINT": _step_ws_endpoint()}
 
     def read_event(self) -> tuple[dict[str, Any], dict[str, str]]:
         """`GET /sessions/{id}` of the fixture's session by its owner (no other environment)."""

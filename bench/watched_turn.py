@@ -195,6 +195,14 @@ def _poll_watcher(api: Any, counter: _WarmCounter, sid: str, op_id: str, design:
     counter.on = False
 
 
+def _point_ws(stack: Any, url: str) -> None:
+    """The WebSocket endpoint of every function the template gives one (the steps, LiveFunction)
+    set to `url` ("": as before the WebSocket API existed)."""
+    for env in stack.cold.deployed.values():
+        if "TURNKEEP_WS_ENDPOINT" in env:
+            env["TURNKEEP_WS_ENDPOINT"] = url
+
+
 def measure_aws(words: int, prior: int) -> list[Design]:
     """Both designs' figures for one watched turn each (see the module docstring)."""
     from moto.core.config import default_user_config
@@ -242,6 +250,11 @@ def measure_aws(words: int, prior: int) -> list[Design]:
     counter = _WarmCounter()
     try:
         stack = aws._deploy(endpoint, env)
+        # Over the template's environment: the slow model, this bench's issuer and JWKS.
+        stack.cold.overrides.update(
+            {k: env[k] for k in ("TURNKEEP_MODEL", "TURNKEEP_JWT_ISSUER", "TURNKEEP_JWT_AUDIENCE")}
+        )
+        stack.cold.overrides["TURNKEEP_JWKS_URL"] = env["TURNKEEP_JWKS_URL"]
         os.environ["TURNKEEP_STATE_MACHINE_ARN"] = stack.machine_arn
         counter.exclude.add(id(stack.sfn))
         live = str(ROOT / "functions" / "live" / "app.py")
@@ -258,8 +271,8 @@ def measure_aws(words: int, prior: int) -> list[Design]:
 
             # Polling: today's frame cadence, the events page polled by a warm API Lambda.
             design = Design("polling (today)")
-            stack.cold.env["TURNKEEP_FRAME_INTERVAL_MS"] = "250"
-            stack.cold.env["TURNKEEP_WS_ENDPOINT"] = ""
+            stack.cold.overrides["TURNKEEP_FRAME_INTERVAL_MS"] = "250"
+            _point_ws(stack, "")
             mark = len(stack.cold.invocations)
             started = time.monotonic()
             op_id = aws._api(stack, "POST", f"/sessions/{sid}/turns", {"text": text})["turn_id"]
@@ -287,8 +300,8 @@ def measure_aws(words: int, prior: int) -> list[Design]:
 
             # Pushing: recovery frames every 4 s, deltas pushed over the WebSocket API.
             design = Design("pushing")
-            stack.cold.env["TURNKEEP_FRAME_INTERVAL_MS"] = "4000"
-            stack.cold.env["TURNKEEP_WS_ENDPOINT"] = f"{recorder.url}/live"
+            stack.cold.overrides["TURNKEEP_FRAME_INTERVAL_MS"] = "4000"
+            _point_ws(stack, f"{recorder.url}/live")
             connection = f"conn-{uuid.uuid4().hex[:8]}"
             mark = len(stack.cold.invocations)
             started = time.monotonic()

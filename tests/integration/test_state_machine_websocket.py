@@ -6,7 +6,9 @@ moto's Step Functions interpreter push every new event through the management AP
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import boto3
@@ -16,6 +18,8 @@ from moto.apigatewaymanagementapi.models import apigatewaymanagementapi_backends
 from tests.support.iam_policy import (
     ACCOUNT,
     REGION,
+    AwsCall,
+    AwsCallLog,
     Permission,
     allows,
     checked_permissions,
@@ -28,7 +32,8 @@ from tests.support.state_machine import BUCKET, TABLE, USER, Deployed, deploy
 from turnkeep.aws_lambda import container
 from turnkeep.cli.sse import apply_delta
 from turnkeep.events import turn_events
-from turnkeep.harness import StartTurnInput, start_turn
+from turnkeep.harness import StartTurnInput, resume_turn, start_turn
+from turnkeep.live.connections import Connections
 from turnkeep.storage import open_storage
 
 ENDPOINT = "https://wsapi01.execute-api.us-east-1.amazonaws.com/live"
@@ -162,6 +167,28 @@ def test_a_subscriber_receives_a_whole_turn_in_order_catch_up_then_live_without_
         ),
         ('{"action": "publish"}', "$default", "unknown_action"),
         ('{"action": "subscribe", "pad": "' + "x" * 5000 + '"}', "subscribe", "message_too_large"),
+        # 2,000 levels in under 4 KB: the parser's recursion limit, not an internal error.
+        ("[" * 2000 + "]" * 2000, "subscribe", "invalid_json"),
+        (
+            '{"action": "subscribe", "x": ' + "[" * 1990 + "]" * 1990 + "}",
+            "$default",
+            "invalid_json",
+        ),
+        # A number DynamoDB cannot store (over 38 digits), for a real session and turn.
+        (
+            '{"action": "subscribe", "session_id": "ws-bad", "turn_id": "op-ws-bad1", "cursor": '
+            + str(10**200)
+            + "}",
+            "subscribe",
+            "invalid_message",
+        ),
+        (
+            '{"action": "subscribe", "session_id": "ws-bad", "turn_id": "op-ws-bad1", "cursor": '
+            + str(2**62 + 1)
+            + "}",
+            "subscribe",
+            "invalid_message",
+        ),
     ],
 )
 def test_bad_messages_get_an_error_frame_and_change_nothing(
@@ -229,3 +256,116 @@ def test_every_aws_call_of_the_websocket_path_is_allowed_by_the_template_and_onl
     for other in ("wsapi01/prod/POST/@connections/c", "other/live/POST/@connections/c"):
         arn = f"arn:aws:execute-api:{REGION}:{ACCOUNT}:{other}"
         assert not allows(model, Permission("execute-api:ManageConnections", arn))
+
+
+def _in_process(monkeypatch: pytest.MonkeyPatch, frame_ms: str) -> Any:
+    """The step runtime of the deployed configuration (TURNKEEP_WS_ENDPOINT set), with recovery
+    frames every `frame_ms` (60000: none within a scripted reply, so only the commits' own
+    mark checks can find a watcher that joins mid-round)."""
+    monkeypatch.setenv("TURNKEEP_FRAME_INTERVAL_MS", frame_ms)
+    container.reset_runtime()
+    return container.runtime().deps
+
+
+def _subscriber_reads(log: AwsCallLog) -> list[AwsCall]:
+    """The Queries of a turn's subscriptions (`LIVE#<op>#...`) in `log`."""
+    return [
+        c
+        for c in log.calls
+        if c.operation == "Query"
+        and str(
+            c.params.get("ExpressionAttributeValues", {}).get(":p", {}).get("S", "")
+        ).startswith("LIVE#")
+    ]
+
+
+def _mark_reads(log: AwsCallLog) -> list[AwsCall]:
+    """The GetItems of the watch mark (a step's re-read at a frame flush) in `log`."""
+    return [c for c in log.calls if c.operation == "GetItem" and "liveGen" in str(c.params)]
+
+
+@pytest.mark.parametrize("frame_ms", ["0", "60000"])
+def test_a_turn_nobody_watches_never_reads_its_subscribers(
+    stack: Deployed, monkeypatch: pytest.MonkeyPatch, frame_ms: str
+) -> None:
+    deps = _in_process(monkeypatch, frame_ms)
+    # Started outside the record: on AWS the API starts a turn, and it has no pusher.
+    _start("ws-unwatched", "op-ws-unw1", "hello there")
+
+    with recording_aws_calls(lambda: "steps") as log:
+        result = resume_turn(deps, "ws-unwatched", "op-ws-unw1")
+
+    assert result.status == "completed"
+    assert _subscriber_reads(log) == []
+    assert [c for c in log.calls if c.service == "apigatewaymanagementapi"] == []
+    if frame_ms == "60000":  # no frame flush: not even the mark is read again
+        assert _mark_reads(log) == []
+
+
+@pytest.mark.parametrize("frame_ms", ["0", "60000"])
+def test_a_watcher_that_subscribes_mid_round_gets_the_rest_of_the_turn(
+    stack: Deployed, monkeypatch: pytest.MonkeyPatch, frame_ms: str
+) -> None:
+    deps = _in_process(monkeypatch, frame_ms)
+    app = load_function_module("live")
+    session, op_id = "ws-mid", "op-ws-mid1"
+    _start(session, op_id, "hello there")
+    joined: list[bool] = []
+
+    def join_once(_event: object) -> None:
+        # The model step has read the (absent) mark and streams: a watcher comes now.
+        if not joined:
+            joined.append(True)
+            _subscribe(app, "conn-late", USER, session, op_id)
+
+    with recording_aws_calls(lambda: "steps") as log:
+        result = resume_turn(deps, session, op_id, on_event=join_once)
+
+    assert result.status == "completed"
+    if frame_ms == "60000":
+        # No frame flush re-read the mark: the settlement's own envelope condition found it.
+        assert _mark_reads(log) == []
+    got = sent("conn-late")
+    assert got[0]["event"] == "status"
+    assert got[-1]["event"] == "end"
+    assert got[-1]["data"]["status"] == "completed"
+    replies = [m for m in got if m["event"] == "entry" and m["data"].get("role") == "assistant"]
+    assert [r["data"]["parts"] for r in replies] == [
+        [{"kind": "text", "text": "You said: hello there"}]
+    ]
+
+
+def test_a_stale_mark_costs_one_subscriber_read_and_is_dropped(
+    stack: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deps = _in_process(monkeypatch, "60000")
+    app = load_function_module("live")
+    session, op_id = "ws-stale", "op-ws-stale1"
+    _start(session, op_id, "hello there")
+    _subscribe(app, "conn-left", USER, session, op_id)
+    app.routes(ws_event("$disconnect", "conn-left", USER, None), FakeContext("LiveFunction"))
+    connections = Connections(boto3.client("dynamodb"), TABLE)
+    assert op_id in connections.read_mark(session).ops  # the watcher left; its mark stayed
+
+    with recording_aws_calls(lambda: "steps") as log:
+        result = resume_turn(deps, session, op_id)
+
+    assert result.status == "completed"
+    assert len(_subscriber_reads(log)) == 1
+    assert op_id not in connections.read_mark(session).ops
+
+
+def test_an_unwatched_tool_turn_makes_the_requests_it_makes_without_a_websocket_api(
+    stack: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deps = _in_process(monkeypatch, "60000")
+    counts = []
+    for session, live in (("ws-tools-plain", None), ("ws-tools-pushing", deps.live)):
+        _start(session, f"op-{session}", 'call echo {"text": "ping"}')
+        with recording_aws_calls(lambda: "steps") as log:
+            result = resume_turn(replace(deps, live=live), session, f"op-{session}")
+        assert result.status == "completed"
+        counts.append(Counter(f"{c.service}:{c.operation}" for c in log.calls))
+
+    plain, pushing = counts
+    assert pushing == plain

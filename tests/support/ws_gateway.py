@@ -48,6 +48,23 @@ from turnkeep.live.authorizer import JwksCache, JwtVerifier, Unauthorized
 AUDIENCE = "turnkeep-app-client"
 STAGE = "live"
 CONNECTIONS = f"/{STAGE}/@connections/"
+MAX_PAYLOAD_BYTES = 128 * 1024
+"""API Gateway's WebSocket message payload limit: a larger `PostToConnection` body is refused."""
+_POST_ERRORS = {410: "GoneException", 413: "PayloadTooLargeException"}
+
+
+def payload_too_large(data: bytes) -> bool:
+    """Whether API Gateway refuses `data` as a message (its 128 KiB payload limit)."""
+    return len(data) > MAX_PAYLOAD_BYTES
+
+
+def post_answer(status: int) -> tuple[bytes, dict[str, str]]:
+    """The management API's answer body and headers for a `PostToConnection` status, with the
+    error type boto3 reads (`x-amzn-ErrorType`)."""
+    error = _POST_ERRORS.get(status)
+    if error is None:
+        return b"", {}
+    return json.dumps({"message": error}).encode(), {"x-amzn-ErrorType": error}
 
 
 @dataclass
@@ -72,6 +89,8 @@ class Gateway:
     """Handshakes the authorizer refused."""
     unidentified: int = 0
     """Handshakes refused before the authorizer ran (an identity source missing)."""
+    too_large: int = 0
+    """Posts refused as over MAX_PAYLOAD_BYTES."""
     close_after: int | None = None
     """Close each socket (1011) after this many posted messages (a connection that breaks)."""
     console: bool = False
@@ -209,7 +228,11 @@ class Gateway:
         assert answer == {"statusCode": 200}
 
     def post(self, cid: str, data: bytes) -> int:
-        """`PostToConnection`: 200 once written, 410 (GoneException) for a closed connection."""
+        """`PostToConnection`: 200 once written, 410 (GoneException) for a closed connection,
+        413 (PayloadTooLargeException) for a message over API Gateway's limit (not written)."""
+        if payload_too_large(data):
+            self.too_large += 1
+            return 413
         connection = self.sockets.get(cid)
         if connection is None:
             return 410
@@ -302,9 +325,7 @@ def _handler(gateway_ref: list[Gateway]) -> type[http.server.BaseHTTPRequestHand
             elif self.path.startswith(CONNECTIONS) and self.command == "POST":
                 cid = unquote(self.path[len(CONNECTIONS) :])
                 status = gateway.post(cid, body)
-                gone = b'{"message": "GoneException"}' if status == 410 else b""
-                headers = {"x-amzn-ErrorType": "GoneException"} if status == 410 else {}
-                self._answer(status, gone, headers)
+                self._answer(status, *post_answer(status))
             else:
                 answer = gateway.http_api(self.command, self.path, dict(self.headers), body)
                 text = answer.get("body") or ""

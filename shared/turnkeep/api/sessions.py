@@ -27,7 +27,7 @@ from turnkeep.envelope import (
     MetaValidationError,
 )
 from turnkeep.envelope.caps import WORKING_NOTES_MAX_BYTES
-from turnkeep.events import transcript_page
+from turnkeep.events import CURSOR_MAX, transcript_page
 from turnkeep.harness import reconcile_envelope
 from turnkeep.storage import open_repository
 from turnkeep.turn_rules import STARTABLE_STATUSES
@@ -39,7 +39,7 @@ _SESSION = error_responses(404, 422)
 
 Cursor = Annotated[
     int | None,
-    Query(ge=0, le=2**62, description="exclusive: the `next_cursor` of the previous page"),
+    Query(ge=0, le=CURSOR_MAX, description="exclusive: the `next_cursor` of the previous page"),
 ]
 Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
 

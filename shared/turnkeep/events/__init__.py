@@ -8,7 +8,15 @@ from turnkeep.events.entries import (
     message_event,
     source_notice_event,
 )
-from turnkeep.events.models import Delta, Event, EventsPage, TranscriptPage, TurnStatus, TurnView
+from turnkeep.events.models import (
+    CURSOR_MAX,
+    Delta,
+    Event,
+    EventsPage,
+    TranscriptPage,
+    TurnStatus,
+    TurnView,
+)
 from turnkeep.events.registry import ENTRY_EVENTS, EntryEventBuilder, EventRegistry, entry_event
 from turnkeep.events.turns import (
     TurnNotFound,
@@ -19,6 +27,7 @@ from turnkeep.events.turns import (
 )
 
 __all__ = [
+    "CURSOR_MAX",
     "ENTRY_EVENTS",
     "Delta",
     "EntryEventBuilder",

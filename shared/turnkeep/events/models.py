@@ -10,6 +10,10 @@ from pydantic import BaseModel, Field
 from turnkeep.providers.base import Usage
 from turnkeep.turn_rules import TurnStatus as HarnessTurnStatus
 
+CURSOR_MAX = 2**62
+"""The largest cursor (a sequence number) a client may send: far above any sequence a session
+reaches, and within every store's number range (DynamoDB refuses numbers of over 38 digits)."""
+
 TurnStatus = Literal[HarnessTurnStatus, "deleting"]
 """A turn's status as the API shows it: the harness's, or `deleting` while its session goes."""
 

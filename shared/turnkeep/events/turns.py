@@ -34,6 +34,7 @@ from turnkeep.harness.state import (
     user_entry_id,
     validate_op_id,
 )
+from turnkeep.harness.steps.common import ended_record
 from turnkeep.storage import Entry, Storage, Value
 
 _ENTRY_SCAN_PAGE = 500
@@ -53,13 +54,6 @@ def turn_values(op_id: str) -> list[Value]:
     return [result_address(op_id), op_address(op_id)]
 
 
-def _record(storage: Storage, op_id: str) -> tuple[TurnRecord, int] | None:
-    stored = storage.get_value(result_address(op_id))
-    if stored is None:
-        return None
-    return TurnRecord.model_validate(stored.value), stored.seq
-
-
 def _record_or_state(
     storage: Storage, op_id: str
 ) -> tuple[tuple[TurnRecord, int] | None, OperationState | None]:
@@ -68,13 +62,13 @@ def _record_or_state(
     The record is read first, then the state; a turn that ended between the two reads has no
     state any more but its record exists now, so it is read again.
     """
-    found = _record(storage, op_id)
+    found = ended_record(storage, op_id)
     if found is not None:
         return found, None
     state = load_state(storage, op_id)
     if state is not None:
         return None, state
-    found = _record(storage, op_id)
+    found = ended_record(storage, op_id)
     if found is None:
         raise TurnNotFound(op_id)
     return found, None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import suppress
+from typing import Final
 
 from turnkeep.envelope import (
     Envelope,
@@ -14,9 +15,13 @@ from turnkeep.envelope import (
     MetaScalar,
 )
 from turnkeep.harness.deps import HarnessDeps
+from turnkeep.harness.live import guard_attached, seen_envelope, watched_since
 from turnkeep.storage import CommitResult, Storage, Value, Write
 from turnkeep.storage.errors import AttachedConditionError
 from turnkeep.storage.scopes import EphemeralScope
+
+MAX_TRIES: Final = 5
+"""Commit attempts at most: 2 lost envelope races, the others to watchers' subscribes."""
 
 PatchFor = Callable[[tuple[int, ...]], Mapping[str, MetaScalar | None]]
 Expect = Mapping[str, Collection[MetaScalar | None]]
@@ -44,6 +49,7 @@ def read_ahead(
     if key is not None and storage.attached_table() == key.table:
         found = storage.prefetch(values, scopes=scopes, attached=[key], head=head, entries=entries)
         if found is not None:
+            seen_envelope(deps.live, storage.session_id, found.get(key))
             return deps.envelopes.decode_attached(found.get(key))
     else:
         storage.prefetch(values, scopes=scopes, head=head, entries=entries)
@@ -67,16 +73,25 @@ def commit_with_envelope(
     """
     session_id = storage.session_id
     stamp: int | None = None
-    for _ in range(2):
+    attempts = tries = 0
+    while attempts < 2 and tries < MAX_TRIES:
+        tries += 1
         attach = deps.envelopes.attached_update(
             session_id, patch_for, expect=expect, owner_id=owner_id, stamp=stamp
         )
         try:
-            return storage.commit(writes, guard=guard, attach=attach)
+            return storage.commit(
+                writes, guard=guard, attach=guard_attached(deps.live, session_id, attach)
+            )
         except AttachedConditionError as exc:
+            item = _item(exc.item)
+            # A watcher subscribed since the step's read (its sink's condition): once more,
+            # without counting it as a lost race (it happens once per subscribe).
+            if not watched_since(deps.live, session_id, item):
+                attempts += 1
             # Raises when the condition really failed; else a lost updatedAt race: once more.
             stamp = deps.envelopes.attached_failure(
-                session_id, _item(exc.item), expect=expect, owner_id=owner_id
+                session_id, item, expect=expect, owner_id=owner_id
             )
     raise EnvelopeConflictError(
         f"session {session_id!r}: a concurrent envelope write won twice; not applied"

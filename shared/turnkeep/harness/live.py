@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from turnkeep.harness.state import FRAMES_NS, RESULT_NS
 from turnkeep.storage import CommitResult, Entry, JsonValue, ListElement, Storage, Write
+from turnkeep.storage.attached import AttachedUpdate
 from turnkeep.storage.writes import AppendList, InsertEntry, SetValue
 
 logger = logging.getLogger(__name__)
@@ -57,6 +58,8 @@ class Committed:
     frames: tuple[LiveFrame, ...] = ()
     record: JsonValue = None
     """The turn's terminal record (`TurnRecord` as JSON) when this commit ended it."""
+    seqs: tuple[int, ...] = ()
+    """Every sequence number the commit assigned (its other writes' too)."""
 
     @property
     def last_seq(self) -> int:
@@ -79,6 +82,57 @@ class LiveSink(Protocol):
 
     def drain(self) -> None:
         """The step is ending: hand over what is still queued (a no-op where nothing is)."""
+
+
+@runtime_checkable
+class EnvelopeWatch(Protocol):
+    """A sink that learns who watches from the session's envelope item, which the steps read
+    and update anyway (the WebSocket pusher: `turnkeep.live.marks`), so an unwatched turn
+    pays no request for its watchers."""
+
+    def seen_envelope(self, session_id: str, item: Mapping[str, Any] | None) -> None:
+        """The envelope item a step read (as the store returned it; None: absent)."""
+
+    def guard_attached(self, session_id: str, attach: AttachedUpdate) -> AttachedUpdate:
+        """`attach` (the envelope update of a session commit), with the sink's condition."""
+
+    def watched_since(self, session_id: str, item: object) -> bool:
+        """A commit's envelope condition failed with `item` as it was: True when the sink's
+        condition did it (a watcher came; the commit is to be tried again)."""
+
+    def may_watch(self, session_id: str, op_id: str) -> bool:
+        """False only when the sink knows nobody watches the turn (as of its last read)."""
+
+
+def seen_envelope(sink: LiveSink | None, session_id: str, item: Mapping[str, Any] | None) -> None:
+    """Tell an `EnvelopeWatch` sink what the step read (guarded: never fails the step)."""
+    if isinstance(sink, EnvelopeWatch):
+        try:
+            sink.seen_envelope(session_id, item)
+        except Exception:
+            logger.exception("a live sink failed on the envelope of %s", session_id)
+
+
+def guard_attached(
+    sink: LiveSink | None, session_id: str, attach: AttachedUpdate | None
+) -> AttachedUpdate | None:
+    """`attach` with an `EnvelopeWatch` sink's condition (unchanged for other sinks)."""
+    if attach is None or not isinstance(sink, EnvelopeWatch):
+        return attach
+    return sink.guard_attached(session_id, attach)
+
+
+def watched_since(sink: LiveSink | None, session_id: str, item: object) -> bool:
+    """Whether an `EnvelopeWatch` sink's condition failed the commit (see the protocol)."""
+    return isinstance(sink, EnvelopeWatch) and sink.watched_since(session_id, item)
+
+
+def may_watch(sink: LiveSink | None, session_id: str, op_id: str) -> bool:
+    """Whether someone may watch the turn through `sink` (an `EnvelopeWatch` sink may know
+    nobody does: then work done only for watchers is skipped)."""
+    if sink is None:
+        return False
+    return not isinstance(sink, EnvelopeWatch) or sink.may_watch(session_id, op_id)
 
 
 def drain_quietly(sink: LiveSink) -> None:
@@ -126,7 +180,7 @@ def committed_events(
         elif isinstance(write, SetValue) and write.address.namespace == RESULT_NS:
             by_op.setdefault(write.address.key, _Collect()).record = json.loads(write.value_json)
     return [
-        Committed(session_id, op, tuple(c.entries), tuple(c.frames), c.record)
+        Committed(session_id, op, tuple(c.entries), tuple(c.frames), c.record, result.seqs)
         for op, c in by_op.items()
     ]
 

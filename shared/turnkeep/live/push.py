@@ -1,39 +1,49 @@
 """The steps' `LiveSink` on AWS: each new event of a turn, pushed to its WebSocket subscribers.
 
 Messages are `{"event": <kind>, "id": <seq or null>, "data": {...}}` (docs/api.md, "WebSocket
-API"). Deltas go to the subscribers known to this process (`Connections.subscribers`, read on
-the turn's first delta here and again after every commit), so a delta costs one
+API"). Who watches is learnt from the watch mark on the session's envelope item
+(`turnkeep.live.marks`), read with the step's first request: a turn nobody marked costs no
+request for watchers; its envelope commits carry the mark's condition, and its other commits
+(frame flushes) read the mark again (one GetItem), so a watcher that joins mid-round is found.
+For a marked turn, deltas go to the subscribers known to this process (`Connections.subscribers`,
+read on the turn's first delta here and again after every commit), so a delta costs one
 `PostToConnection` per subscriber and no DynamoDB request. After each commit the subscribers
 are read again and get the commit's events with `seq` above the cursor they subscribed with;
 one that is new to this process first gets the streaming response's whole text so far (a
 delta from offset 0). Posts leave from one background thread, in order (the model's stream
 never waits on API Gateway), and a step waits for them when its storage handle closes. A
 `GoneException` drops the subscription; any other failure is logged: a push never fails a
-step.
+step. A mark found with nobody subscribed is dropped (under its generation: a subscribe meanwhile
+keeps it), so a stale mark costs one Query; a turn's end drops its mark.
 """
 
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qs, urlsplit
 
 from turnkeep.harness.live import Committed, LiveDelta
 from turnkeep.live.connections import Connections, Subscriber
+from turnkeep.live.marks import Mark, unchanged_since
+from turnkeep.storage.attached import AttachedUpdate
+
+if TYPE_CHECKING:  # the event views are imported when someone watches (a step's cold start)
+    from turnkeep.events.models import Event
 
 logger = logging.getLogger(__name__)
 
-MAX_MESSAGE_BYTES: Final = 120_000
-"""Below API Gateway's 128 KiB WebSocket message cap."""
-TEXT_CHUNK_CHARS: Final = 24_000
-"""Characters per delta when a subscriber gets a long text so far (4 bytes each at most)."""
+MAX_MESSAGE_BYTES: Final = 128 * 1024
+"""API Gateway's WebSocket message payload limit (`PostToConnection` answers 413 above it):
+every message is sized as sent, JSON escapes included (a control character takes 6 bytes)."""
 
 
 def message(kind: str, data: dict[str, Any], seq: int | None = None) -> bytes:
@@ -48,12 +58,48 @@ def delta_data(delta: LiveDelta) -> dict[str, Any]:
     return {"response_id": delta.response_id, "offset": delta.offset, "text": delta.text}
 
 
-def whole_text(response_id: str, text: str) -> list[LiveDelta]:
-    """`text` from offset 0, in pieces that fit a message."""
-    return [
-        LiveDelta(response_id, start, text[start : start + TEXT_CHUNK_CHARS])
-        for start in range(0, max(len(text), 1), TEXT_CHUNK_CHARS)
-    ]
+@functools.lru_cache(maxsize=4096)
+def _sent_bytes(char: str) -> int:
+    """Bytes `char` takes inside a message's JSON string (escapes included)."""
+    return len(json.dumps(char, ensure_ascii=False).encode("utf-8")) - 2
+
+
+def delta_messages(delta: LiveDelta) -> list[bytes]:
+    """`delta` as `delta` messages of at most MAX_MESSAGE_BYTES each as sent: its text cut
+    where the next character would not fit, each piece at its own offset (no text lost)."""
+    whole = message("delta", delta_data(delta))
+    if len(whole) <= MAX_MESSAGE_BYTES:
+        return [whole]
+    out: list[bytes] = []
+    text, start = delta.text, 0
+    while start < len(text):
+        at = LiveDelta(delta.response_id, delta.offset + start, "")
+        budget = MAX_MESSAGE_BYTES - len(message("delta", delta_data(at)))
+        end, used = start, 0
+        while end < len(text) and used + _sent_bytes(text[end]) <= budget:
+            used += _sent_bytes(text[end])
+            end += 1
+        piece = LiveDelta(delta.response_id, delta.offset + start, text[start:end])
+        out.append(message("delta", delta_data(piece)))
+        start = end
+    return out
+
+
+def event_message(event: Event) -> bytes:
+    """One event as a message, or, when it is larger than a message can be, an
+    `event_too_large` error naming where to read it (the events page)."""
+    body = message(event.kind, event.model_dump(mode="json", exclude_none=True), event.seq)
+    if len(body) <= MAX_MESSAGE_BYTES:
+        return body
+    return message(
+        "error",
+        {
+            "code": "event_too_large",
+            "message": f"event {event.seq} is larger than a WebSocket message: read it "
+            f"from GET .../events?cursor={event.seq - 1}",
+            "seq": event.seq,
+        },
+    )
 
 
 def end_data(op_id: str, record: Any) -> dict[str, Any]:
@@ -75,21 +121,7 @@ def event_messages(event: Committed) -> list[tuple[int, bytes]]:
 
     shaped = [entry_event(entry) for entry in event.entries]
     shaped += [frame_event(f.element, f.response_id, f.round) for f in event.frames]
-    out: list[tuple[int, bytes]] = []
-    for item in sorted(shaped, key=lambda e: e.seq):
-        body = message(item.kind, item.model_dump(mode="json", exclude_none=True), item.seq)
-        if len(body) > MAX_MESSAGE_BYTES:
-            body = message(
-                "error",
-                {
-                    "code": "event_too_large",
-                    "message": f"event {item.seq} is larger than a WebSocket message: read it "
-                    f"from GET .../events?cursor={item.seq - 1}",
-                    "seq": item.seq,
-                },
-            )
-        out.append((item.seq, body))
-    return out
+    return [(item.seq, event_message(item)) for item in sorted(shaped, key=lambda e: e.seq)]
 
 
 @dataclass
@@ -110,6 +142,8 @@ class PushStats:
 
     posts: int = 0
     refreshes: int = 0
+    mark_reads: int = 0
+    unmarks: int = 0
     gone: int = 0
     failures: int = 0
 
@@ -175,12 +209,56 @@ class WebSocketPusher:
         self._gone: set[str] = set()
         self._gone_lock = threading.Lock()
         self._sender = _Sender(self._post_now)
+        self._marks: dict[
+            str, Mark
+        ] = {}  # session -> its watch mark as last read (absent: unknown)
+        self._covered: dict[
+            str, frozenset[int]
+        ] = {}  # session -> seqs of its last conditioned commit
         self.stats = PushStats()
+
+    def seen_envelope(self, session_id: str, item: Mapping[str, Any] | None) -> None:
+        """Keep the watch mark of the envelope item a step read."""
+        self._marks[session_id] = Mark.of(item)
+
+    def guard_attached(self, session_id: str, attach: AttachedUpdate) -> AttachedUpdate:
+        """The commit's envelope update, valid only while no subscribe came since the mark was
+        read (nothing added while the mark is unknown: then every commit looks anyway)."""
+        mark = self._marks.get(session_id)
+        if mark is None:
+            return attach
+        conditioned = unchanged_since(mark, attach)
+
+        def action(seqs: tuple[int, ...]) -> dict[str, Any]:
+            self._covered[session_id] = frozenset(seqs)
+            return conditioned.action(seqs)
+
+        return AttachedUpdate(attach.table, action)
+
+    def watched_since(self, session_id: str, item: object) -> bool:
+        """True when the envelope `item` of a cancelled commit holds a newer mark (kept now)."""
+        mark = self._marks.get(session_id)
+        if mark is None:
+            return False
+        if not isinstance(item, Mapping):
+            self._marks.pop(session_id, None)  # cannot tell: the retry goes unconditioned
+            return False
+        now = Mark.of(item)
+        if now.gen == mark.gen:
+            return False
+        self._marks[session_id] = now
+        return True
 
     def drain(self) -> None:
         """Wait for the queued posts (called when a step's storage handle closes)."""
         if not self._sender.drain():
             logger.warning("pushes still queued after %s s; the step ends anyway", DRAIN_SECONDS)
+
+    def may_watch(self, session_id: str, op_id: str) -> bool:
+        """False when the mark read last says nobody subscribed to the turn."""
+        mark = self._marks.get(session_id)
+        known = self._turns.get((session_id, op_id))
+        return mark is None or op_id in mark.ops or bool(known and known.subscribers)
 
     def delta(
         self, session_id: str, op_id: str, delta: LiveDelta, so_far: Callable[[], str]
@@ -188,13 +266,19 @@ class WebSocketPusher:
         """Post the piece to the turn's subscribers (its whole text to one new to it)."""
         watched = self._watched(session_id, op_id)
         if not watched.loaded:
-            self._refresh(session_id, op_id, watched)
+            mark = self._marks.get(session_id)
+            if mark is not None and op_id not in mark.ops:
+                watched.loaded = True  # nobody marked it: the next commit looks again
+            else:
+                self._refresh(session_id, op_id, watched)
+                self._drop_stale_mark(session_id, op_id, watched)
         self._forget_gone(watched)
         watched.streaming = {delta.response_id: so_far}
-        body = message("delta", delta_data(delta))
+        bodies = delta_messages(delta)
         for connection in list(watched.subscribers):
             if (connection, delta.response_id) in watched.joined:
-                self._post(session_id, op_id, connection, body, delta=True)
+                for body in bodies:
+                    self._post(session_id, op_id, connection, body, delta=True)
             else:
                 self._catch_up_text(session_id, op_id, connection, delta.response_id, so_far)
 
@@ -202,11 +286,14 @@ class WebSocketPusher:
         """Post the commit's events to the turn's subscribers, read again now."""
         session_id, op_id = event.session_id, event.op_id
         watched = self._watched(session_id, op_id)
-        self._refresh(session_id, op_id, watched)
+        if self._should_look(event, watched):
+            self._refresh(session_id, op_id, watched)
+            self._drop_stale_mark(session_id, op_id, watched)
         self._forget_gone(watched)
         if not watched.subscribers:
             if event.record is not None:
                 self._turns.pop((session_id, op_id), None)
+                self._end_mark(session_id, op_id)
             return
         settled = {e.id for e in event.entries}
         for rid, so_far in list(watched.streaming.items()):
@@ -226,6 +313,57 @@ class WebSocketPusher:
             for connection in list(watched.subscribers):
                 self._post(session_id, op_id, connection, end)
             self._turns.pop((session_id, op_id), None)
+            self._end_mark(session_id, op_id)
+
+    def _should_look(self, event: Committed, watched: _Watched) -> bool:
+        """Whether to read the turn's subscribers after this commit (see the module doc)."""
+        session_id, op_id = event.session_id, event.op_id
+        mark = self._marks.get(session_id)
+        if watched.subscribers or mark is None or op_id in mark.ops:
+            return True
+        if event.seqs and set(event.seqs) <= self._covered.get(session_id, frozenset()):
+            return False  # its envelope update proved no subscribe came since the mark's read
+        try:
+            fresh = self._connections.read_mark(session_id)
+        except Exception:
+            logger.exception("reading the watch mark of %s failed; looking for subscribers", op_id)
+            self.stats.failures += 1
+            self._marks.pop(session_id, None)
+            return True
+        self.stats.mark_reads += 1
+        self._marks[session_id] = fresh
+        return op_id in fresh.ops
+
+    def _drop_stale_mark(self, session_id: str, op_id: str, watched: _Watched) -> None:
+        """A marked turn with nobody subscribed: drop the mark unless a subscribe came since."""
+        mark = self._marks.get(session_id)
+        if watched.subscribers or not watched.loaded or mark is None or op_id not in mark.ops:
+            return
+        try:
+            dropped = self._connections.unmark(session_id, op_id, gen=mark.gen)
+        except Exception:
+            logger.exception("dropping the watch mark of %s failed", op_id)
+            self.stats.failures += 1
+            return
+        self.stats.unmarks += 1
+        if dropped:
+            self._marks[session_id] = Mark(mark.gen, mark.ops - {op_id})
+        else:
+            self._marks.pop(session_id, None)  # a subscribe came: read it again at need
+
+    def _end_mark(self, session_id: str, op_id: str) -> None:
+        """The turn ended: its mark is of no more use (no step of it reads it again)."""
+        mark = self._marks.get(session_id)
+        if mark is None or op_id not in mark.ops:
+            return
+        try:
+            self._connections.unmark(session_id, op_id)
+        except Exception:
+            logger.exception("dropping the watch mark of ended turn %s failed", op_id)
+            self.stats.failures += 1
+            return
+        self.stats.unmarks += 1
+        self._marks[session_id] = Mark(mark.gen, mark.ops - {op_id})
 
     def _watched(self, session_id: str, op_id: str) -> _Watched:
         return self._turns.setdefault((session_id, op_id), _Watched())
@@ -250,8 +388,7 @@ class WebSocketPusher:
         so_far: Callable[[], str],
     ) -> None:
         self._connections_joined(session_id, op_id).add((connection, response_id))
-        for piece in whole_text(response_id, so_far()):
-            body = message("delta", delta_data(piece))
+        for body in delta_messages(LiveDelta(response_id, 0, so_far())):
             self._post(session_id, op_id, connection, body, delta=True)
 
     def _connections_joined(self, session_id: str, op_id: str) -> set[tuple[str, str]]:

@@ -20,6 +20,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
+from turnkeep.events.models import CURSOR_MAX
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.state import (
     frames_scope,
@@ -29,7 +30,7 @@ from turnkeep.harness.state import (
     user_entry_id,
 )
 from turnkeep.live.connections import Connections
-from turnkeep.live.push import end_data, message
+from turnkeep.live.push import end_data, event_message, message
 from turnkeep.session_ids import SESSION_ID_PATTERN
 from turnkeep.turn_rules import OP_ID_PATTERN
 
@@ -48,7 +49,7 @@ class Subscribe(BaseModel):
     action: Literal["subscribe"]
     session_id: str = Field(pattern=SESSION_ID_PATTERN)
     turn_id: str = Field(pattern=OP_ID_PATTERN)
-    cursor: StrictInt = Field(default=0, ge=0)
+    cursor: StrictInt = Field(default=0, ge=0, le=CURSOR_MAX)
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,10 @@ class WebSocketRoutes:
         except ValueError:
             self._send(conn, error("invalid_json", "the message is not JSON"))
             return
+        except RecursionError:
+            # A few KB of brackets exhaust the parser's stack: refused like any bad frame.
+            self._send(conn, error("invalid_json", "the message nests too deeply"))
+            return
         action = raw.get("action") if isinstance(raw, dict) else None
         if route.route_key != "subscribe" or action != "subscribe":
             self._send(
@@ -153,8 +158,12 @@ class WebSocketRoutes:
         if envelope is None:
             self._send(conn, error("not_found", "session not found"))
             return
-        # Recorded before the catch-up is read: whatever commits after the read is pushed.
-        self.connections.subscribe(sid, op, conn, route.user_id, wanted.cursor)
+        # Recorded and marked together before the catch-up is read: a step that reads the mark
+        # after finds the subscription, and one that read it before has its next envelope commit
+        # cancelled by the mark (turnkeep.live.marks), so what commits after the read is pushed.
+        if not self.connections.subscribe_marked(sid, op, conn, route.user_id, wanted.cursor):
+            self._send(conn, error("not_found", "session not found"))  # deleted meanwhile
+            return
         deps = self.deps
         cursor: int = wanted.cursor
         first = True
@@ -171,26 +180,31 @@ class WebSocketRoutes:
                 try:
                     page = turn_events(storage, envelope, op, cursor, PAGE)
                 except TurnNotFound:
-                    self.connections.unsubscribe(sid, op, conn)
+                    self._forget(sid, op, conn)
                     self._send(conn, error("not_found", "turn not found"))
                     return
                 if first:
                     self._send(conn, message("status", {"turn_id": op, "status": page.status}))
                     first = False
                 for item in page.events:
-                    data = item.model_dump(mode="json", exclude_none=True)
-                    self._send(conn, message(item.kind, data, item.seq))
+                    self._send(conn, event_message(item))
                 cursor = page.next_cursor
                 if page.finished:
                     record = load_record(storage, op)
                     dumped = record.model_dump(mode="json") if record is not None else {}
                     self._send(conn, message("end", end_data(op, dumped)))
-                    self.connections.unsubscribe(sid, op, conn)
+                    self._forget(sid, op, conn)
                     return
                 if len(page.events) < PAGE:
                     return
         finally:
             storage.close()
+
+    def _forget(self, session_id: str, op_id: str, connection: str) -> None:
+        """Drop the subscription and the mark of a turn that ended (or never was): no step of
+        it runs any more to read either."""
+        self.connections.unsubscribe(session_id, op_id, connection)
+        self.connections.unmark(session_id, op_id)
 
 
 class _Gone(Exception):

@@ -19,7 +19,7 @@ from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.envelope_io import read_ahead
 from turnkeep.harness.errors import FencedWriteError, StepInputError
 from turnkeep.harness.io import ModelStepInput, ModelStepOutput
-from turnkeep.harness.live import LiveText
+from turnkeep.harness.live import LiveText, may_watch
 from turnkeep.harness.progress import FrameWriter, read_frames
 from turnkeep.harness.recovery import settle_pending
 from turnkeep.harness.source_notices import (
@@ -394,7 +394,7 @@ def _stream(
             return event.response
         writer.add(event)
         if live is not None and isinstance(event, TextDelta):
-            if writer.prelude:
+            if writer.prelude and may_watch(live.sink, live.session_id, live.op_id):
                 writer.commit_prelude()  # the tool results reach watchers before the reply
             live.add(event.text)
         if on_event is not None:
