@@ -144,6 +144,7 @@ async def _events(turn: _Turn, hub: LiveHub, watch: Watch, page: EventsPage) -> 
     # The status first (a turn waiting for an approval says so at once), then each change.
     status: str = page.status
     settled: set[str] = set()  # responses whose entry was sent: their deltas are stale
+    held: list[LiveDelta | Committed] = []  # queued behind a commit whose events come first
     last_sent = time.monotonic()
     try:
         yield sse("status", {"turn_id": turn_id, "status": status})
@@ -174,18 +175,26 @@ async def _events(turn: _Turn, hub: LiveHub, watch: Watch, page: EventsPage) -> 
                     yield ": ping\n\n"
                     last_sent = now
                     continue
-                if now >= poll_at:
-                    break
-                try:
-                    message = await asyncio.wait_for(
-                        watch.queue.get(), timeout=min(poll_at, ping_at) - now
-                    )
-                except TimeoutError:
-                    continue
-                for item in [message, *_drain(watch)]:
+                if held:
+                    items, held = held, []
+                else:
+                    if now >= poll_at:
+                        break
+                    try:
+                        message = await asyncio.wait_for(
+                            watch.queue.get(), timeout=min(poll_at, ping_at) - now
+                        )
+                    except TimeoutError:
+                        continue
+                    items = [message, *_drain(watch)]
+                for index, item in enumerate(items):
                     if isinstance(item, Committed):
+                        # Events follow cause: what the commit made visible (a tool's result)
+                        # is read and sent before any delta queued behind it (the reply).
                         read = True
-                    elif item.response_id not in settled:
+                        held = items[index + 1 :]
+                        break
+                    if item.response_id not in settled:
                         yield sse("delta", _delta(item))
                         last_sent = time.monotonic()
             page = await run_in_threadpool(turn.page, page.next_cursor)
