@@ -8,6 +8,7 @@ import importlib
 import pkgutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,13 +44,17 @@ def _wire_level(name: str) -> bool:
 WIRE_PROVIDERS = [name for name in PROVIDERS if _wire_level(name)]
 
 
-def _provider(name: str) -> Iterator[ProviderHarness]:
-    module = importlib.import_module(f"tests.conformance.providers.{name}")
-    harness: ProviderHarness = module.make()
+def _made(package: str, name: str) -> Iterator[Any]:
+    """The harness `make()` of module `name` of `package` builds, closed after the test."""
+    harness = importlib.import_module(f"tests.conformance.{package}.{name}").make()
     try:
         yield harness
     finally:
         harness.close()
+
+
+def _provider(name: str) -> Iterator[ProviderHarness]:
+    yield from _made("providers", name)
 
 
 @pytest.fixture(params=PROVIDERS)
@@ -70,12 +75,7 @@ def wire_provider(request: pytest.FixtureRequest) -> Iterator[ProviderHarness]:
 def tool_source(request: pytest.FixtureRequest) -> Iterator[ToolSourceHarness]:
     """Each tool-source conformance test runs once per registered kind of source; one source
     serves a module's tests (a stdio server is a process start per listing and call)."""
-    module = importlib.import_module(f"tests.conformance.tool_sources.{request.param}")
-    harness: ToolSourceHarness = module.make()
-    try:
-        yield harness
-    finally:
-        harness.close()
+    yield from _made("tool_sources", request.param)
 
 
 def _remote(name: str) -> bool:
@@ -87,9 +87,4 @@ def _remote(name: str) -> bool:
 def remote_tool_source(request: pytest.FixtureRequest) -> Iterator[ToolSourceHarness]:
     """The kinds of source that can be out of reach (not function tools, `LOCAL = True`): a
     test of being down runs once per such kind, and is no parameter at all for the others."""
-    module = importlib.import_module(f"tests.conformance.tool_sources.{request.param}")
-    harness: ToolSourceHarness = module.make()
-    try:
-        yield harness
-    finally:
-        harness.close()
+    yield from _made("tool_sources", request.param)

@@ -47,3 +47,39 @@ class ProviderHarness:
 
 
 ProviderFactory = Callable[[], ProviderHarness]
+
+
+class NextAnswer:
+    """What a wire server's next answer should be: a failure, the usage to report, a pace.
+    Each setting applies to one answer; `take` hands them over and clears them."""
+
+    def __init__(self) -> None:
+        self.failure: Failure | None = None
+        self.usage: Usage | None = None
+        self.pace = 0.0
+
+    def take(self) -> tuple[Failure | None, Usage | None, float]:
+        taken = (self.failure, self.usage, self.pace)
+        self.failure, self.usage, self.pace = None, None, 0.0
+        return taken
+
+    def wire(
+        self, received: Callable[[], list[ModelRequest]], client_gone: Callable[[float], bool]
+    ) -> Wire:
+        """The suite's view of a server answering through this."""
+        return Wire(
+            received=received,
+            fail_next=self._fail,
+            report_next=self._report,
+            pace_next=self._slow,
+            client_gone=client_gone,
+        )
+
+    def _fail(self, failure: Failure) -> None:
+        self.failure = failure
+
+    def _report(self, usage: Usage) -> None:
+        self.usage = usage
+
+    def _slow(self, seconds: float) -> None:
+        self.pace = seconds

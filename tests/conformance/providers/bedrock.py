@@ -7,7 +7,7 @@ from __future__ import annotations
 import boto3
 from botocore.config import Config
 
-from tests.conformance.providers import Failure, ProviderHarness, Wire
+from tests.conformance.providers import Failure, NextAnswer, ProviderHarness
 from tests.support.bedrock_wire import (
     Answer,
     BedrockWire,
@@ -15,7 +15,7 @@ from tests.support.bedrock_wire import (
     neutral_request,
     stream_frames,
 )
-from turnkeep.providers.base import ResponseDone, Usage
+from turnkeep.providers.base import ResponseDone
 from turnkeep.providers.bedrock import BedrockProvider
 from turnkeep.providers.scripted import ScriptedProvider
 
@@ -47,38 +47,23 @@ _FAILURES: dict[Failure, Answer] = {
 }
 
 
-class _Behaviour:
+class _Behaviour(NextAnswer):
     """The server's answers: a queued failure, else the scripted model's reply as frames."""
 
-    def __init__(self) -> None:
-        self.failure: Failure | None = None
-        self.usage: Usage | None = None
-        self.pace = 0.0
-
     def __call__(self, received: Received) -> Answer:
-        failure, self.failure = self.failure, None
+        failure, usage, pace = self.take()
         if failure is not None and failure != "dropped":
             return _FAILURES[failure]
         done = list(ScriptedProvider().stream(neutral_request(received.body)))[-1]
         assert isinstance(done, ResponseDone)
         response = done.response
-        if self.usage is not None:
-            response = type(response)(response.message, response.stop_reason, self.usage)
-            self.usage = None
+        if usage is not None:
+            response = type(response)(response.message, response.stop_reason, usage)
         answer = Answer(stream_frames(response))
-        answer.pace_seconds, self.pace = self.pace, 0.0
+        answer.pace_seconds = pace
         if failure == "dropped":
             answer.drop_after = 3
         return answer
-
-    def fail(self, failure: Failure) -> None:
-        self.failure = failure
-
-    def report(self, usage: Usage) -> None:
-        self.usage = usage
-
-    def slow(self, seconds: float) -> None:
-        self.pace = seconds
 
 
 def make() -> ProviderHarness:
@@ -92,11 +77,7 @@ def make() -> ProviderHarness:
         aws_secret_access_key="testing",
         config=Config(retries={"total_max_attempts": 1}),
     )
-    wire = Wire(
-        received=lambda: [neutral_request(r.body) for r in server.received],
-        fail_next=behaviour.fail,
-        report_next=behaviour.report,
-        pace_next=behaviour.slow,
-        client_gone=server.client_gone.wait,
+    wire = behaviour.wire(
+        lambda: [neutral_request(r.body) for r in server.received], server.client_gone.wait
     )
     return ProviderHarness("bedrock", BedrockProvider(CLAUDE, client), wire, close=server.__exit__)

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.conformance.providers import Failure, ProviderHarness, Wire
+from tests.conformance.providers import Failure, NextAnswer, ProviderHarness
 from tests.support.openai_server import ChatServer, Reply, neutral_request, sse_reply
-from turnkeep.providers.base import Usage
 from turnkeep.providers.openai_compat import OpenAICompatProvider
 from turnkeep.providers.scripted import ScriptedProvider
 
@@ -41,45 +40,25 @@ _FAILURES: dict[Failure, Reply] = {
 }
 
 
-class _Behaviour:
+class _Behaviour(NextAnswer):
     """The server's answers: a queued failure, else the scripted model's reply."""
 
-    def __init__(self) -> None:
-        self.failure: Failure | None = None
-        self.usage: Usage | None = None
-        self.pace = 0.0
-
     def __call__(self, body: dict[str, Any]) -> Reply:
-        failure, self.failure = self.failure, None
+        failure, usage, pace = self.take()
         if failure is not None and failure != "dropped":
             return _FAILURES[failure]
-        events = list(ScriptedProvider().stream(neutral_request(body)))
-        reply = sse_reply(events, self.usage)
-        self.usage = None
-        reply.pace_seconds, self.pace = self.pace, 0.0
+        reply = sse_reply(list(ScriptedProvider().stream(neutral_request(body))), usage)
+        reply.pace_seconds = pace
         if failure == "dropped":
             reply.drop_after = 3
         return reply
-
-    def fail(self, failure: Failure) -> None:
-        self.failure = failure
-
-    def report(self, usage: Usage) -> None:
-        self.usage = usage
-
-    def slow(self, seconds: float) -> None:
-        self.pace = seconds
 
 
 def make() -> ProviderHarness:
     behaviour = _Behaviour()
     server = ChatServer(responder=behaviour).__enter__()
-    wire = Wire(
-        received=lambda: [neutral_request(r.body) for r in server.requests],
-        fail_next=behaviour.fail,
-        report_next=behaviour.report,
-        pace_next=behaviour.slow,
-        client_gone=server.client_gone.wait,
+    wire = behaviour.wire(
+        lambda: [neutral_request(r.body) for r in server.requests], server.client_gone.wait
     )
     provider = OpenAICompatProvider(server.base_url, "conformance-model", timeout=10)
     return ProviderHarness("openai_compat", provider, wire, close=server.__exit__)
