@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import queue
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+from tools import processes
 
 STARTUP_TIMEOUT_S = 60.0
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,19 +87,11 @@ class RealServer:
 
     def kill9(self) -> None:
         """SIGKILL: no shutdown code runs, as in a crash."""
-        if self.process is not None and self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=30)
+        processes.kill9(self.process)
 
     def stop(self) -> None:
         """A graceful stop (SIGTERM), then SIGKILL if it hangs."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.kill9()
+        processes.stop(self.process, grace_s=20)
 
     def tracebacks(self) -> str:
         """The server's stderr when it printed a traceback ('' otherwise)."""

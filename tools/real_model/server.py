@@ -8,14 +8,14 @@ URL; `kill9()` is a crash, `stop()` a graceful stop. The server's output goes to
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
 
 import httpx
+
+from tools import processes
 
 STARTUP_TIMEOUT_S = 120.0
 MODEL_ALIAS = "smollm2"
@@ -93,19 +93,11 @@ class LlamaServer:
 
     def kill9(self) -> None:
         """SIGKILL, as in a crash."""
-        if self.process is not None and self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=30)
+        processes.kill9(self.process)
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL if it does not exit within 10 s."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.kill9()
+        processes.stop(self.process, grace_s=10)
 
     def log_tail(self, lines: int = 20) -> str:
         """The last lines of the server's log."""
