@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,3 +107,38 @@ def test_a_turn_waiting_for_an_approval_says_so_with_the_apis_rounds_and_tokens(
         page.locator("#transcript .approval.pending button", has_text="Approve").click()
         wait_status(page, "completed", turn)
         assert page.inner_text("#turn-line") == "Ready."
+
+
+def test_a_field_a_person_moves_to_while_a_new_session_opens_keeps_the_focus_and_their_keys(
+    server: RealServer,
+) -> None:
+    held: list[Any] = []
+
+    def hold(route: Any) -> None:  # Playwright needs a Python function here, not a builtin
+        held.append(route)
+
+    with chromium() as browser:
+        page = browser.new_page()
+        connect(page, server, "hana")
+        # The notes are the last thing a new session loads: held, the side panel is already
+        # shown and a person can start typing into it.
+        page.route("**/sessions/*/notes", hold)
+        page.fill("#new-title", "typing early")
+        page.keyboard.press("Enter")
+        page.click("#meta-tool-approval")
+        page.keyboard.type("put_")
+        for _ in range(500):  # the route handler runs while Playwright dispatches
+            if held:
+                break
+            page.wait_for_timeout(20)
+        assert held, "the notes request was not held"
+        for route in held:
+            route.continue_()
+        page.unroute("**/sessions/*/notes")
+        page.wait_for_selector("#notes-size:not(:empty)")
+        page.evaluate("() => new Promise((done) => setTimeout(done, 0))")  # the open settles
+        page.keyboard.type("away")
+
+        assert page.input_value("#meta-tool-approval") == "put_away"
+        assert page.evaluate("document.activeElement.id") == "meta-tool-approval"
+        assert page.input_value("#message") == ""

@@ -142,7 +142,10 @@ function setUp() {
     if (view) {
       byId("new-title").value = "";
       await openSession(view.session_id);
-      byId("message").focus();
+      // Only where the person still is: a field they moved to while the session opened keeps
+      // the focus (and the keys they are typing).
+      const where = document.activeElement;
+      if (!where || where === document.body || where.id === "new-title") byId("message").focus();
     }
   });
   byId("refresh-pending").addEventListener("click", () => app.pending?.refresh());
