@@ -126,6 +126,11 @@ def kill_run(server: RealServer, *, kills: int, sessions: int, seed: int) -> Kil
         ]
         for thread in threads:
             thread.start()
+        if cycle == 0:
+            # On a loaded machine the first turn start can take longer than the random delay:
+            # the first kill waits for one acknowledged turn, so the run always kills under real
+            # load; later kills keep landing anywhere, before any write of their cycle too.
+            _wait_for_a_turn(ledger, timeout=SETTLE_TIMEOUT_S)
         time.sleep(rng.uniform(0.2, 1.5))
         server.kill9()
         report.kills += 1
@@ -138,6 +143,15 @@ def kill_run(server: RealServer, *, kills: int, sessions: int, seed: int) -> Kil
     report.acked_turns = sum(len(t) for t in ledger.turns.values())
     report.acked_meta = sum(ledger.meta_acked.values())
     return report
+
+
+def _wait_for_a_turn(ledger: Ledger, *, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with ledger.lock:
+            if any(ledger.turns.values()):
+                return
+        time.sleep(0.02)
 
 
 def new_turn_completes(url: str, sid: str) -> Any:
