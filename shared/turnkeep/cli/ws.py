@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 WS_URL_ENV: Final = "TURNKEEP_WS_URL"
 """The WebSocket URL of `chat --url` when `--ws-url` is not given (the stack's `WebSocketUrl`);
 without either, the chat asks the API (`GET /live`)."""
-OPEN_TIMEOUT_S: Final = 5.0
+OPEN_TIMEOUT_S: Final = 10.0
+"""How long the handshake may take before the chat polls instead: a cold `$connect` runs the
+authorizer's and the connect handler's Lambdas one after the other, several seconds each."""
 QUIET_S: Final = 0.3
 """A socket silent this long after an approval request has sent what precedes the wait."""
 MAX_MESSAGE_BYTES: Final = 256 * 1024
