@@ -31,9 +31,12 @@ PORT ?= 8787
 serve: $(STAMP)
 	$(BIN)/turnkeep serve --port $(PORT)
 
-## Run the whole test suite.
+## Run the whole test suite, in TEST_WORKERS processes (pytest-xdist; a file's tests stay in one
+## worker, so its module fixtures are built once). More workers than CI's 2 cores: much of the
+## suite waits on subprocesses, servers and the browser rather than computing.
+TEST_WORKERS ?= 3
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 ## A real model (not part of `make test`): prepares llama.cpp's llama-server and SmolLM2-135M once
 ## per machine in ~/.cache/turnkeep/real-model (the first run builds, ~10-15 min on 2 cores), then
