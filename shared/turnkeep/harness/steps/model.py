@@ -38,13 +38,8 @@ from turnkeep.harness.state import (
     response_id,
     result_address,
 )
-from turnkeep.harness.steps.common import (
-    cancelling,
-    ended_output,
-    fail_output,
-    open_session,
-    output_for_record,
-)
+from turnkeep.harness.steps.common import cancelling, open_session
+from turnkeep.harness.steps.model_outputs import ended_output, fail_output, output_for_record
 from turnkeep.harness.steps.settlement import (
     recorded_output,
     settle_interrupted,

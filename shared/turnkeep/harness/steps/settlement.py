@@ -19,7 +19,8 @@ from turnkeep.harness.state import (
     op_address,
     response_id,
 )
-from turnkeep.harness.steps.common import ended_output, fail_output, progress_patch
+from turnkeep.harness.steps.common import progress_patch
+from turnkeep.harness.steps.model_outputs import ended_output, fail_output
 from turnkeep.harness.transcript import entry_data, message_from_json
 from turnkeep.providers.base import Message, ModelResponse
 from turnkeep.storage import (
