@@ -254,25 +254,10 @@ def prepare_round(
         limits=limits,
         target=target,
     )
-    summary = plan.summary
-    usage = Usage()
+    summary, usage = plan.summary, Usage()
     writes: list[Write] = []
     if plan.action == "compaction":
-        # After a context_length error the provider's real limit is below the estimate: the
-        # compaction request must stay under the target too.
-        limit = window.input_budget if target is None else min(window.input_budget, target)
-        summary, usage = _compact(provider, plan, view.calibration, window.input_budget, limit)
-        writes.append(
-            insert_usage(
-                UsageRow(
-                    input_tokens=usage.input_tokens,
-                    output_tokens=usage.output_tokens,
-                    cache_read_tokens=usage.cache_read_tokens,
-                    cache_write_tokens=usage.cache_write_tokens,
-                    model=getattr(provider, "name", None),
-                )
-            )
-        )
+        summary, usage, writes = _compaction(provider, plan, view.calibration, target)
     messages: list[Message] = []
     if summary:
         messages.append(summary_message(summary))
@@ -293,32 +278,64 @@ def prepare_round(
         )
     prepared = PreparedRound(request, plan, writes, head, usage, estimated, tokens)
     if plan.action != "none":
-        # Not under `{op}:r{round}:`, where tool results live (a call id may be any text).
-        marker_id = f"{op_id}:c{round_}:{plan.action}"
-        first_kept = plan.kept[0].entry_id
-        data: dict[str, JsonValue] = {
-            "op": op_id,
-            "round": round_,
-            "first_kept_id": first_kept,
-            "summary": summary,
-            "tokens_before": plan.tokens_before,
-            "tokens_after": tokens,
-            "budget": window.input_budget,
-            "dropped_turns": plan.dropped_turns,
-            "dropped_messages": len(plan.dropped),
-        }
-        entry_type = COMPACTION_ENTRY_TYPE if plan.action == "compaction" else WINDOW_ENTRY_TYPE
-        prepared.writes.extend(
-            [
-                insert_entry(marker_id, head, entry_type, data),
-                set_value(
-                    context_start_address(),
-                    {"entry_id": marker_id, "first_kept_id": first_kept},
-                ),
-            ]
-        )
-        prepared.head = marker_id
+        _add_marker(prepared, summary, window, op_id=op_id, round_=round_)
     return prepared
+
+
+def _compaction(
+    provider: ModelProvider, plan: ContextPlan, calibration: float, target: int | None
+) -> tuple[str, Usage, list[Write]]:
+    """The compaction's summary, the tokens it used and the usage row that records them."""
+    window = provider.context
+    # After a context_length error the provider's real limit is below the estimate: the
+    # compaction request must stay under the target too.
+    limit = window.input_budget if target is None else min(window.input_budget, target)
+    summary, usage = _compact(provider, plan, calibration, window.input_budget, limit)
+    row = UsageRow(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+        model=getattr(provider, "name", None),
+    )
+    return summary, usage, [insert_usage(row)]
+
+
+def _add_marker(
+    prepared: PreparedRound,
+    summary: str | None,
+    window: ContextWindow,
+    *,
+    op_id: str,
+    round_: int,
+) -> None:
+    """Record the plan in a marker entry (the response's new parent) and `context.start`."""
+    plan = prepared.plan
+    # Not under `{op}:r{round}:`, where tool results live (a call id may be any text).
+    marker_id = f"{op_id}:c{round_}:{plan.action}"
+    first_kept = plan.kept[0].entry_id
+    data: dict[str, JsonValue] = {
+        "op": op_id,
+        "round": round_,
+        "first_kept_id": first_kept,
+        "summary": summary,
+        "tokens_before": plan.tokens_before,
+        "tokens_after": prepared.tokens,
+        "budget": window.input_budget,
+        "dropped_turns": plan.dropped_turns,
+        "dropped_messages": len(plan.dropped),
+    }
+    entry_type = COMPACTION_ENTRY_TYPE if plan.action == "compaction" else WINDOW_ENTRY_TYPE
+    prepared.writes.extend(
+        [
+            insert_entry(marker_id, prepared.head, entry_type, data),
+            set_value(
+                context_start_address(),
+                {"entry_id": marker_id, "first_kept_id": first_kept},
+            ),
+        ]
+    )
+    prepared.head = marker_id
 
 
 def _compact(

@@ -1,5 +1,5 @@
 """Helpers the step modules share: opening session storage, error clipping, envelope writes,
-and the small outputs built from a stored record. Internal to `turnkeep.harness.steps`."""
+and the repair of an envelope behind a terminal record. Internal to `turnkeep.harness.steps`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import asdict
 from turnkeep.envelope import Envelope, EnvelopeConflictError, MetaScalar
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import OperationNotFoundError
-from turnkeep.harness.io import ModelStepOutput, TurnResult
+from turnkeep.harness.io import TurnResult
 from turnkeep.harness.live import drain_quietly, watch_commits
 from turnkeep.harness.state import (
     OperationState,
@@ -134,43 +134,6 @@ def progress_patch(cursor: int, state: OperationState) -> dict[str, MetaScalar |
         "usage": _usage_json(state.usage),
         "turnStepCount": state.round,
     }
-
-
-def ended_output(
-    deps: HarnessDeps, storage: Storage, session_id: str, op_id: str, round_: int
-) -> ModelStepOutput:
-    """The `done` output of a model step whose turn already ended (repairing the envelope)."""
-    record = settle_envelope(deps, storage, session_id, op_id)
-    if record is None:
-        raise no_operation(session_id, op_id)
-    return output_for_record(session_id, op_id, round_, record)
-
-
-def output_for_record(
-    session_id: str, op_id: str, round_: int, record: TurnRecord
-) -> ModelStepOutput:
-    """The `done` output of a model step, carrying the terminal record's status and error."""
-    return ModelStepOutput(
-        session_id=session_id,
-        op_id=op_id,
-        round=round_,
-        next="done",
-        next_round=round_,
-        status=record.status,
-        error=record.error,
-    )
-
-
-def fail_output(session_id: str, op_id: str, round_: int, error: str) -> ModelStepOutput:
-    """The output that routes the turn to fail_turn with `error` (clipped)."""
-    return ModelStepOutput(
-        session_id=session_id,
-        op_id=op_id,
-        round=round_,
-        next="fail",
-        next_round=round_,
-        error=clip(error),
-    )
 
 
 def result_of(session_id: str, record: TurnRecord) -> TurnResult:

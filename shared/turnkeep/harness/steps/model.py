@@ -38,13 +38,8 @@ from turnkeep.harness.state import (
     response_id,
     result_address,
 )
-from turnkeep.harness.steps.common import (
-    cancelling,
-    ended_output,
-    fail_output,
-    open_session,
-    output_for_record,
-)
+from turnkeep.harness.steps.common import cancelling, open_session
+from turnkeep.harness.steps.model_outputs import ended_output, fail_output, output_for_record
 from turnkeep.harness.steps.settlement import (
     recorded_output,
     settle_interrupted,
@@ -82,186 +77,176 @@ def model_step(
     Retryable model errors propagate (the caller retries the same input; the frames of the
     failed attempt are then recorded as an interrupted response). Fatal ones return `fail`.
     `on_event` sees the stream in-process (local mode); it is not part of the step payload.
+    The phases, in order: begin (load and guard), prepare the request, call the provider and
+    stream, settle (which decides the next step).
     """
     with open_session(deps, inp.session_id) as storage:
-        # One read for everything a round starts from (docs/aws-storage.md).
-        envelope = read_ahead(
-            deps,
-            storage,
-            values=[
-                op_address(inp.op_id),
-                result_address(inp.op_id),
-                head_address(),
-                context_start_address(),
-            ],
-            # The round's frames scope too: a redelivery finds its frames (or the head proves
-            # there are none) in the same request.
-            scopes=[op_scope(inp.op_id), frames_scope(response_id(inp.op_id, inp.round))],
-            head=True,
+        begun = _begin_round(deps, storage, inp)
+        if isinstance(begun, ModelStepOutput):
+            return begun
+        prepared = _prepare_round(deps, storage, begun, on_event)
+        if isinstance(prepared, ModelStepOutput):
+            return prepared
+        streamed = _call_provider(deps, storage, prepared, on_event)
+        if isinstance(streamed, ModelStepOutput):
+            return streamed
+        return _settle_streamed(deps, storage, prepared, streamed)
+
+
+# --- Phase 1: begin (load the round, return what is already decided, guard the limits) ---
+
+
+@dataclass(frozen=True, slots=True)
+class _Begun:
+    """A round that is to run now: its state, the envelope read with it, and its mode."""
+
+    state: OperationState
+    envelope: Envelope | None
+    wrap_up: bool
+    """A tools-off round so the model can answer with what it has (the deadline passed)."""
+
+
+def _begin_round(
+    deps: HarnessDeps, storage: Storage, inp: ModelStepInput
+) -> ModelStepOutput | _Begun:
+    """Load round `inp.round`: the output already decided (ended, settled, cancelled, resumed
+    from an earlier delivery's frames, over a limit), or the round to run."""
+    # One read for everything a round starts from (docs/aws-storage.md).
+    envelope = read_ahead(
+        deps,
+        storage,
+        values=[
+            op_address(inp.op_id),
+            result_address(inp.op_id),
+            head_address(),
+            context_start_address(),
+        ],
+        # The round's frames scope too: a redelivery finds its frames (or the head proves
+        # there are none) in the same request.
+        scopes=[op_scope(inp.op_id), frames_scope(response_id(inp.op_id, inp.round))],
+        head=True,
+    )
+    state = load_state(storage, inp.op_id)
+    if state is None:
+        return ended_output(deps, storage, inp.session_id, inp.op_id, inp.round)
+    if inp.round < state.round:
+        return recorded_output(storage, state, inp.round, deps.limits.max_tool_calls_per_round)
+    if inp.round > state.round:
+        raise StepInputError(
+            f"operation {inp.op_id!r} is at model round {state.round}, not {inp.round}"
         )
-        state = load_state(storage, inp.op_id)
-        if state is None:
-            return ended_output(deps, storage, inp.session_id, inp.op_id, inp.round)
-        if inp.round < state.round:
-            return recorded_output(storage, state, inp.round, deps.limits.max_tool_calls_per_round)
-        if inp.round > state.round:
-            raise StepInputError(
-                f"operation {inp.op_id!r} is at model round {state.round}, not {inp.round}"
-            )
-        if state.pending_call_ids:
-            storage.prefetch([call_address(state.op_id, c) for c in state.pending_call_ids])
-        if cancelling(envelope, state.op_id):
-            record = commit_terminal(deps, storage, state, "aborted", "cancelled by request")
-            return output_for_record(inp.session_id, inp.op_id, inp.round, record)
-        replay = read_frames(storage, state.op_id, response_id(state.op_id, state.round))
-        if replay is not None:
-            # An earlier delivery of this round streamed and then died before settling.
-            settlement = settle_pending(storage, state, "the tool step did not report a result")
-            if replay.response is not None:
-                return settle_response(
-                    deps,
-                    storage,
-                    state,
-                    replay.response,
-                    pending_writes=settlement.writes,
-                    head=settlement.head,
-                    wrap_up=replay.wrap_up,
-                    frames_written=True,
-                )
-            return settle_interrupted(deps, storage, state, replay.message, settlement)
-        if state.round >= deps.limits.max_steps:
-            return fail_output(
-                inp.session_id,
-                inp.op_id,
-                inp.round,
-                f"max_steps_exceeded: the turn used its {deps.limits.max_steps} model rounds",
-            )
-        if state.interrupted_rounds > deps.limits.max_interrupted_rounds:
-            return fail_output(
-                inp.session_id,
-                inp.op_id,
-                inp.round,
-                f"model_interrupted: {state.interrupted_rounds} consecutive model rounds were "
-                "interrupted mid-stream",
-            )
-        wrap_up = False
-        if deps.clock() >= state.deadline_at:
-            if state.wrap_up_done:
-                return ModelStepOutput(
-                    session_id=inp.session_id,
-                    op_id=inp.op_id,
-                    round=inp.round,
-                    next="finish",
-                    next_round=inp.round,
-                    wrap_up=True,
-                )
-            wrap_up = True  # one tools-off round so the model can answer with what it has
-        registry = deps.registry(state.session_id, state.user_id)
-        # Nothing is committed yet: a retry of this round starts from the same place.
-        blocked = None if wrap_up else required_source_failure(registry)
-        if blocked is not None:
-            return fail_output(inp.session_id, inp.op_id, inp.round, blocked)
-        state, results = _settle_tool_results(storage, state)
-        notice_writes = round_notices(storage, registry, state, results.head, on_event)
-        provider = deps.provider_for(state.model)
-        shape = _RoundShape(
-            deps,
-            storage,
-            state,
-            provider,
-            envelope=envelope,
-            results=results,
-            tools=() if wrap_up else registry.specs(),
-        )
-        try:
-            prepared = shape.prepare()
-        except (ContextBudgetError, FatalModelError) as exc:
-            return fail_output(inp.session_id, inp.op_id, inp.round, _context_failure(exc))
-        writer = FrameWriter(
-            storage,
-            state.op_id,
-            response_id(state.op_id, state.round),
-            deps.clock,
-            interval_s=deps.limits.frame_interval_ms / 1000,
-            max_bytes=deps.limits.frame_max_bytes,
-            prelude=[*results.prelude, *notice_writes],
-        )
-        live = (
-            None
-            if deps.live is None
-            else LiveText(
-                deps.live,
-                state.session_id,
-                state.op_id,
-                response_id(state.op_id, state.round),
-                deps.clock,
-                interval_s=deps.limits.live_interval_ms / 1000,
-            )
-        )
-        try:
-            for attempt in (0, 1):
-                try:
-                    response = _stream(
-                        provider,
-                        request=prepared.request,
-                        writer=writer,
-                        live=live,
-                        on_event=on_event,
-                        wrap_up=wrap_up,
-                    )
-                    break
-                except ModelError as exc:
-                    if attempt == 0 and exc.code == "context_length" and not writer.stats.deltas:
-                        # The provider counts differently from the estimate: shrink the
-                        # request to half once (compaction or window) and retry the round.
-                        try:
-                            prepared = shape.prepare(target=max(1, prepared.tokens // 2))
-                        except NothingToShrinkError as inner:
-                            return fail_output(
-                                inp.session_id,
-                                inp.op_id,
-                                inp.round,
-                                f"model error (context_length): {exc} (no older turn to "
-                                f"{inner.verb}, so the round was not retried)",
-                            )
-                        except (ContextBudgetError, FatalModelError) as inner:
-                            return fail_output(
-                                inp.session_id,
-                                inp.op_id,
-                                inp.round,
-                                f"model error (context_length): {exc}; shrinking the context "
-                                f"to retry failed: {_context_failure(inner)}",
-                            )
-                        continue
-                    _flush_quietly(writer, live)
-                    if exc.retryable:
-                        raise
-                    retried = " (after one compaction and a retry)" if attempt else ""
-                    return fail_output(
-                        inp.session_id,
-                        inp.op_id,
-                        inp.round,
-                        f"model error ({exc.code}){retried}: {exc}",
-                    )
-        except FencedWriteError:
-            return ended_output(deps, storage, inp.session_id, inp.op_id, inp.round)
-        finally:
-            writer.close()
-        usage = prepared.usage
-        settled_state = state
-        if usage.input_tokens or usage.output_tokens:
-            settled_state = state.model_copy(update={"usage": state.usage + usage})
+    if state.pending_call_ids:
+        storage.prefetch([call_address(state.op_id, c) for c in state.pending_call_ids])
+    if cancelling(envelope, state.op_id):
+        record = commit_terminal(deps, storage, state, "aborted", "cancelled by request")
+        return output_for_record(inp.session_id, inp.op_id, inp.round, record)
+    resumed = _resume_delivered(deps, storage, state)
+    if resumed is not None:
+        return resumed
+    return _guard_limits(deps, state, envelope)
+
+
+def _resume_delivered(
+    deps: HarnessDeps, storage: Storage, state: OperationState
+) -> ModelStepOutput | None:
+    """Settle what an earlier delivery of this round streamed before it died (None: nothing)."""
+    replay = read_frames(storage, state.op_id, response_id(state.op_id, state.round))
+    if replay is None:
+        return None
+    settlement = settle_pending(storage, state, "the tool step did not report a result")
+    if replay.response is not None:
         return settle_response(
             deps,
             storage,
-            settled_state,
-            response,
-            pending_writes=[*writer.uncommitted_prelude(), *prepared.writes],
-            head=prepared.head,
-            wrap_up=wrap_up,
-            context=_context_meta(prepared, response),
-            frames_written=writer.wrote_frames,
+            state,
+            replay.response,
+            pending_writes=settlement.writes,
+            head=settlement.head,
+            wrap_up=replay.wrap_up,
+            frames_written=True,
         )
+    return settle_interrupted(deps, storage, state, replay.message, settlement)
+
+
+def _guard_limits(
+    deps: HarnessDeps, state: OperationState, envelope: Envelope | None
+) -> ModelStepOutput | _Begun:
+    """The `fail` or `finish` output of a turn over its step, interruption or time limits;
+    else the round to run (a wrap-up round once the deadline passed)."""
+    limits = deps.limits
+    if state.round >= limits.max_steps:
+        return _fail(
+            state, f"max_steps_exceeded: the turn used its {limits.max_steps} model rounds"
+        )
+    if state.interrupted_rounds > limits.max_interrupted_rounds:
+        return _fail(
+            state,
+            f"model_interrupted: {state.interrupted_rounds} consecutive model rounds were "
+            "interrupted mid-stream",
+        )
+    if deps.clock() < state.deadline_at:
+        return _Begun(state, envelope, wrap_up=False)
+    if state.wrap_up_done:
+        return ModelStepOutput(
+            session_id=state.session_id,
+            op_id=state.op_id,
+            round=state.round,
+            next="finish",
+            next_round=state.round,
+            wrap_up=True,
+        )
+    return _Begun(state, envelope, wrap_up=True)
+
+
+def _fail(state: OperationState, error: str) -> ModelStepOutput:
+    return fail_output(state.session_id, state.op_id, state.round, error)
+
+
+# --- Phase 2: prepare the round's request ---
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """A round ready to stream: its request and the writes that go ahead of its frames."""
+
+    state: OperationState
+    """After the previous round's tool results (settled in memory)."""
+    provider: ModelProvider
+    shape: _RoundShape
+    request: PreparedRound
+    """Replaced once when the provider rejects it as too long."""
+    prelude: list[Write]
+    wrap_up: bool
+
+
+def _prepare_round(
+    deps: HarnessDeps, storage: Storage, begun: _Begun, on_event: EventListener | None
+) -> ModelStepOutput | _Prepared:
+    """The round's request within budget, with the previous round's tool results and the
+    tool-source notices as its prelude; `fail` when a required source or the budget fails."""
+    state, wrap_up = begun.state, begun.wrap_up
+    registry = deps.registry(state.session_id, state.user_id)
+    # Nothing is committed yet: a retry of this round starts from the same place.
+    blocked = None if wrap_up else required_source_failure(registry)
+    if blocked is not None:
+        return _fail(state, blocked)
+    state, results = _settle_tool_results(storage, state)
+    notice_writes = round_notices(storage, registry, state, results.head, on_event)
+    provider = deps.provider_for(state.model)
+    shape = _RoundShape(
+        deps,
+        storage,
+        state,
+        provider,
+        envelope=begun.envelope,
+        results=results,
+        tools=() if wrap_up else registry.specs(),
+    )
+    try:
+        request = shape.prepare()
+    except (ContextBudgetError, FatalModelError) as exc:
+        return _fail(state, _context_failure(exc))
+    return _Prepared(state, provider, shape, request, [*results.prelude, *notice_writes], wrap_up)
 
 
 class _RoundShape:
@@ -375,6 +360,104 @@ def _settle_tool_results(
     )
 
 
+# --- Phase 3: call the provider and stream ---
+
+
+@dataclass(frozen=True, slots=True)
+class _Streamed:
+    """What the provider answered, and the frames written while it streamed."""
+
+    response: ModelResponse
+    writer: FrameWriter
+
+
+def _call_provider(
+    deps: HarnessDeps, storage: Storage, round_: _Prepared, on_event: EventListener | None
+) -> ModelStepOutput | _Streamed:
+    """Stream the round's reply as coalesced frames (and live text); once, when the provider
+    finds the request too long before any text, shrink it to half and stream again.
+
+    A retryable model error propagates after what streamed is flushed; a fatal one, or a
+    turn that ended meanwhile, returns its output.
+    """
+    state = round_.state
+    writer = FrameWriter(
+        storage,
+        state.op_id,
+        response_id(state.op_id, state.round),
+        deps.clock,
+        interval_s=deps.limits.frame_interval_ms / 1000,
+        max_bytes=deps.limits.frame_max_bytes,
+        prelude=round_.prelude,
+    )
+    live = _live_text(deps, state)
+    shrunk = False
+    try:
+        while True:
+            try:
+                response = _stream(
+                    round_.provider,
+                    request=round_.request.request,
+                    writer=writer,
+                    live=live,
+                    on_event=on_event,
+                    wrap_up=round_.wrap_up,
+                )
+                return _Streamed(response, writer)
+            except ModelError as exc:
+                if not shrunk and exc.code == "context_length" and not writer.stats.deltas:
+                    shrunk = True
+                    failed = _shrink(round_, exc)
+                    if failed is not None:
+                        return failed
+                    continue
+                _flush_quietly(writer, live)
+                if exc.retryable:
+                    raise
+                retried = " (after one compaction and a retry)" if shrunk else ""
+                return _fail(state, f"model error ({exc.code}){retried}: {exc}")
+    except FencedWriteError:
+        return ended_output(deps, storage, state.session_id, state.op_id, state.round)
+    finally:
+        writer.close()
+
+
+def _live_text(deps: HarnessDeps, state: OperationState) -> LiveText | None:
+    """The round's live text to watchers, when the deployment pushes live deltas."""
+    if deps.live is None:
+        return None
+    return LiveText(
+        deps.live,
+        state.session_id,
+        state.op_id,
+        response_id(state.op_id, state.round),
+        deps.clock,
+        interval_s=deps.limits.live_interval_ms / 1000,
+    )
+
+
+def _shrink(round_: _Prepared, exc: ModelError) -> ModelStepOutput | None:
+    """Re-prepare the round at half its estimate after a context_length error (None: done,
+    retry); the `fail` output when it cannot shrink."""
+    # The provider counts differently from the estimate: shrink the request to half once
+    # (compaction or window) and retry the round.
+    try:
+        round_.request = round_.shape.prepare(target=max(1, round_.request.tokens // 2))
+    except NothingToShrinkError as inner:
+        return _fail(
+            round_.state,
+            f"model error (context_length): {exc} (no older turn to {inner.verb}, so the "
+            "round was not retried)",
+        )
+    except (ContextBudgetError, FatalModelError) as inner:
+        return _fail(
+            round_.state,
+            f"model error (context_length): {exc}; shrinking the context to retry failed: "
+            f"{_context_failure(inner)}",
+        )
+    return None
+
+
 def _stream(
     provider: ModelProvider,
     *,
@@ -411,3 +494,28 @@ def _flush_quietly(writer: FrameWriter, live: LiveText | None) -> None:
         live.flush()
     with suppress(FencedWriteError):
         writer.flush()
+
+
+# --- Phase 4: settle (one fenced commit; it decides the next step) ---
+
+
+def _settle_streamed(
+    deps: HarnessDeps, storage: Storage, round_: _Prepared, streamed: _Streamed
+) -> ModelStepOutput:
+    """Commit the streamed response with the prelude the frames did not carry, the context
+    marker and the compaction's usage; the output names the next step."""
+    prepared, state = round_.request, round_.state
+    usage = prepared.usage
+    if usage.input_tokens or usage.output_tokens:
+        state = state.model_copy(update={"usage": state.usage + usage})
+    return settle_response(
+        deps,
+        storage,
+        state,
+        streamed.response,
+        pending_writes=[*streamed.writer.uncommitted_prelude(), *prepared.writes],
+        head=prepared.head,
+        wrap_up=round_.wrap_up,
+        context=_context_meta(prepared, streamed.response),
+        frames_written=streamed.writer.wrote_frames,
+    )

@@ -19,7 +19,8 @@ from turnkeep.harness.state import (
     op_address,
     response_id,
 )
-from turnkeep.harness.steps.common import ended_output, fail_output, progress_patch
+from turnkeep.harness.steps.common import progress_patch
+from turnkeep.harness.steps.model_outputs import ended_output, fail_output
 from turnkeep.harness.transcript import entry_data, message_from_json
 from turnkeep.providers.base import Message, ModelResponse
 from turnkeep.storage import (
@@ -54,36 +55,66 @@ def settle_response(
     `frames_written`: the round wrote frames, so the same transaction retires their scope.
     """
     op = state.op_id
-    entry_id = response_id(op, state.round)
-    calls = response.message.tool_calls
-    call_ids = [c.id for c in calls]
+    call_ids = [c.id for c in response.message.tool_calls]
     if len(set(call_ids)) != len(call_ids):
         repeated = sorted(c for c, n in Counter(call_ids).items() if n > 1)
         return fail_output(
             state.session_id, op, state.round, f"model error: duplicate tool call ids {repeated}"
         )
-    usage = response.usage
-    totals = state.usage + usage
-    writes = list(pending_writes)
-    writes.append(
-        insert_entry(
-            entry_id,
-            head,
-            MESSAGE_ENTRY_TYPE,
-            entry_data(
-                response.message,
-                op=op,
-                round=state.round,
-                interrupted=False,
-                stop_reason=response.stop_reason,
-                wrap_up=wrap_up,
-                model=response.model,
-                **({"context": context} if context is not None else {}),
-            ),
-        )
+    limit = deps.limits.max_tool_calls_per_round
+    writes = [
+        *pending_writes,
+        *_response_writes(state, response, head, wrap_up=wrap_up, context=context),
+        *_call_writes(state, response, limit, wrap_up=wrap_up),
+    ]
+    new_state = state.model_copy(
+        update={
+            "round": state.round + 1,
+            "pending_call_ids": call_ids,
+            "pending_round": state.round,
+            "wrap_up_done": state.wrap_up_done or wrap_up,
+            "interrupted_rounds": 0,
+            "usage": state.usage + response.usage,
+            "last_entry_id": response_id(op, state.round),
+        }
     )
-    writes.append(set_value(head_address(), entry_id))
-    writes.append(
+    return _commit_round(
+        deps,
+        storage,
+        state,
+        new_state,
+        writes,
+        next_action="tools" if call_ids and not wrap_up else "finish",
+        call_ids=call_ids[:limit] if not wrap_up else [],
+        wrap_up=wrap_up,
+        frames_written=frames_written,
+    )
+
+
+def _response_writes(
+    state: OperationState,
+    response: ModelResponse,
+    head: str | None,
+    *,
+    wrap_up: bool,
+    context: dict[str, JsonValue] | None,
+) -> list[Write]:
+    """The round's response entry after `head`, the head moved to it, and its usage row."""
+    entry_id = response_id(state.op_id, state.round)
+    usage = response.usage
+    data = entry_data(
+        response.message,
+        op=state.op_id,
+        round=state.round,
+        interrupted=False,
+        stop_reason=response.stop_reason,
+        wrap_up=wrap_up,
+        model=response.model,
+        **({"context": context} if context is not None else {}),
+    )
+    return [
+        insert_entry(entry_id, head, MESSAGE_ENTRY_TYPE, data),
+        set_value(head_address(), entry_id),
         insert_usage(
             UsageRow(
                 input_tokens=usage.input_tokens,
@@ -92,9 +123,16 @@ def settle_response(
                 cache_write_tokens=usage.cache_write_tokens,
                 model=response.model or None,
             )
-        )
-    )
-    limit = deps.limits.max_tool_calls_per_round
+        ),
+    ]
+
+
+def _call_writes(
+    state: OperationState, response: ModelResponse, limit: int, *, wrap_up: bool
+) -> list[Write]:
+    """A call state per tool call; the calls past `limit` are answered now, never run."""
+    calls = response.message.tool_calls
+    writes: list[Write] = []
     for index, call in enumerate(calls):
         call_state = CallState(
             call_id=call.id, name=call.name, arguments=call.arguments, round=state.round
@@ -109,29 +147,10 @@ def settle_response(
                     f"calls in one round and the limit is {limit}. Make fewer calls at a time.",
                 }
             )
-        writes.append(set_value(call_address(op, call.id), call_state.model_dump(mode="json")))
-    new_state = state.model_copy(
-        update={
-            "round": state.round + 1,
-            "pending_call_ids": call_ids,
-            "pending_round": state.round,
-            "wrap_up_done": state.wrap_up_done or wrap_up,
-            "interrupted_rounds": 0,
-            "usage": totals,
-            "last_entry_id": entry_id,
-        }
-    )
-    return _commit_round(
-        deps,
-        storage,
-        state,
-        new_state,
-        writes,
-        next_action="tools" if call_ids and not wrap_up else "finish",
-        call_ids=call_ids[:limit] if not wrap_up else [],
-        wrap_up=wrap_up,
-        frames_written=frames_written,
-    )
+        writes.append(
+            set_value(call_address(state.op_id, call.id), call_state.model_dump(mode="json"))
+        )
+    return writes
 
 
 def settle_interrupted(
