@@ -129,3 +129,21 @@ def test_a_head_that_is_not_stored_is_a_clear_error() -> None:
 
     with pytest.raises(TranscriptDataError, match="'nope'"):
         TranscriptCache().branch_messages(storage, "nope")
+
+
+def test_an_attachment_part_is_stored_as_a_reference_without_its_bytes() -> None:
+    from turnkeep.harness.transcript import message_from_json, message_to_json
+    from turnkeep.providers.base import AttachmentPart, Message, TextPart, ToolResultPart
+
+    shot = AttachmentPart("att-1", "shot.png", "image/png", 4, data=b"\x89PNG")
+    message = Message(
+        "user",
+        (TextPart("look"), shot, ToolResultPart("c1", "grab", "ok", attachments=(shot,))),
+    )
+    stored = message_to_json(message)
+    assert b"PNG" not in repr(stored).encode()
+    back = message_from_json(stored)
+    assert back.parts[1] == AttachmentPart("att-1", "shot.png", "image/png", 4)
+    result = back.parts[2]
+    assert isinstance(result, ToolResultPart)
+    assert result.attachments == (AttachmentPart("att-1", "shot.png", "image/png", 4),)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from turnkeep.providers.base import (
+    AttachmentPart,
     Message,
     Part,
     ReasoningPart,
@@ -43,13 +44,38 @@ def part_to_json(part: Part) -> dict[str, JsonValue]:
             "signature": part.signature,
             "redacted": part.redacted,
         }
-    return {
+    if isinstance(part, AttachmentPart):
+        return _attachment_to_json(part)
+    data: dict[str, JsonValue] = {
         "kind": "tool_result",
         "call_id": part.call_id,
         "name": part.name,
         "content": part.content,
         "is_error": part.is_error,
     }
+    if part.attachments:
+        data["attachments"] = [_attachment_to_json(a) for a in part.attachments]
+    return data
+
+
+def _attachment_to_json(part: AttachmentPart) -> dict[str, JsonValue]:
+    # A reference only: the bytes stay in the session's store (docs/attachments.md).
+    return {
+        "kind": "attachment",
+        "attachment_id": part.attachment_id,
+        "name": part.name,
+        "media_type": part.media_type,
+        "size": part.size,
+    }
+
+
+def _attachment_from_json(data: dict[str, Any]) -> AttachmentPart:
+    return AttachmentPart(
+        str(data["attachment_id"]),
+        str(data["name"]),
+        str(data["media_type"]),
+        int(data.get("size", 0)),
+    )
 
 
 def part_from_json(data: Any) -> Part:
@@ -74,7 +100,10 @@ def part_from_json(data: Any) -> Part:
                 str(data["name"]),
                 str(data["content"]),
                 bool(data.get("is_error", False)),
+                attachments=tuple(_attachment_from_json(a) for a in data.get("attachments", ())),
             )
+        if kind == "attachment":
+            return _attachment_from_json(data)
     except KeyError as exc:
         raise TranscriptDataError(f"message part {kind!r} lacks field {exc}") from exc
     raise TranscriptDataError(f"unknown message part kind {kind!r}")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from turnkeep.providers.base import (
+    AttachmentPart,
     Message,
     ModelRequest,
     ModelResponse,
@@ -164,4 +165,7 @@ def _part_chars(part: Part) -> int:
         return len(part.text)
     if isinstance(part, ToolCallPart):
         return len(part.name) + len(part.arguments)
+    if isinstance(part, AttachmentPart):
+        # UNFINISHED (issue #32): the per-kind context formula replaces this name-only count.
+        return len(part.name)
     return len(part.name) + len(part.content)

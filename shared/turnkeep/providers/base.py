@@ -46,6 +46,9 @@ class ToolResultPart:
     content: str
     is_error: bool = False
     kind: Literal["tool_result"] = "tool_result"
+    # Images a tool returned (MCP `image` content, image bytes from a function tool), sent to
+    # the model inside the result where the provider takes them (docs/attachments.md).
+    attachments: tuple[AttachmentPart, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +66,29 @@ class ReasoningPart:
     kind: Literal["reasoning"] = "reasoning"
 
 
-Part = TextPart | ToolCallPart | ToolResultPart | ReasoningPart
+@dataclass(frozen=True, slots=True)
+class AttachmentPart:
+    """An image or document sent to the model with a message (docs/attachments.md).
+
+    The transcript stores only the reference (`attachment_id`, name, media type, size); the
+    harness loads `data` from the session's store when it builds a round's request, so a
+    provider always receives the checked bytes and never a URL to fetch.
+    """
+
+    attachment_id: str
+    name: str
+    media_type: str
+    size: int = 0
+    data: bytes = b""
+    kind: Literal["attachment"] = "attachment"
+
+    @property
+    def is_image(self) -> bool:
+        """Whether the media type is an image (the rest are documents)."""
+        return self.media_type.startswith("image/")
+
+
+Part = TextPart | ToolCallPart | ToolResultPart | ReasoningPart | AttachmentPart
 Role = Literal["user", "assistant", "tool"]
 
 

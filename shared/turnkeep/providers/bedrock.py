@@ -38,6 +38,7 @@ from urllib3.exceptions import TimeoutError as URLLib3TimeoutError
 
 from turnkeep.providers.assembly import StreamAssembler, arguments_object, estimated_usage
 from turnkeep.providers.base import (
+    AttachmentPart,
     FatalModelError,
     Message,
     ModelError,
@@ -545,6 +546,9 @@ def _blocks(
             "toolUse": {"toolUseId": part.id, "name": part.name, "input": tool_input(part)}
         }
         return [block]
+    if isinstance(part, AttachmentPart):
+        # UNFINISHED (issue #32): image and document blocks; nothing creates attachments yet.
+        raise NotImplementedError("attachments are not sent to Bedrock yet (docs/attachments.md)")
     content = part.content if part.content.strip() else _NO_OUTPUT
     if not tools_on:
         status = "error" if part.is_error else "ok"
