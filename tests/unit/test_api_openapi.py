@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from tests.support.api_client import ApiHarness, auth, make_harness
+from tests.support.api_client import ApiHarness, auth, make_api_harness
 
 HUGE_NUMBER_BODY = '{"text": ' + "9" * 5000 + "}"
 
 
 @pytest.fixture
 def api() -> Iterator[ApiHarness]:
-    yield from make_harness(run_turns=False)
+    yield from make_api_harness(run_turns=False)
 
 
 def _operations(api: ApiHarness) -> list[tuple[str, str, dict[str, Any]]]:

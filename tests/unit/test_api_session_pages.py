@@ -7,12 +7,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.api_client import OTHER, ApiHarness, auth, make_harness
+from tests.support.api_client import OTHER, ApiHarness, auth, make_api_harness
 
 
 @pytest.fixture
 def api() -> Iterator[ApiHarness]:
-    yield from make_harness(run_turns=False)
+    yield from make_api_harness(run_turns=False)
 
 
 def _ids(api: ApiHarness, **params: object) -> tuple[list[str], str | None]:

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from turnkeep.agent.function_tool import ToolDefinitionError, function_tool
+from turnkeep.definition_errors import AgentDefinitionError
 from turnkeep.notes.tools import WORKING_NOTES_TOOL_NAMES
 from turnkeep.providers.settings import ModelSettings
 from turnkeep.system_prompt import DEFAULT_SYSTEM_PROMPT
@@ -23,10 +24,6 @@ from turnkeep.tools.sources import ToolSource, declared_tools
 DEFAULT_TURN_SETTINGS: tuple[str, ...] = ("max_tokens", "temperature", "top_p", "stop")
 """Model settings a turn may override unless the agent says otherwise (never `extra`, which
 passes provider fields through unchecked, nor `tool_choice`, unless the agent allows them)."""
-
-
-class AgentDefinitionError(ValueError):
-    """An agent definition is not accepted; `str()` is the one line to show."""
 
 
 def _settings(name: str, value: ModelSettings | Mapping[str, Any] | None) -> ModelSettings:
