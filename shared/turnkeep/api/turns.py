@@ -23,8 +23,13 @@ from turnkeep.api.models import (
 )
 from turnkeep.api.ratelimit import reserve_turn_start, start_slot
 from turnkeep.api.sessions import Cursor
-from turnkeep.api.views import DELETE_MARKER
-from turnkeep.envelope import Envelope, EnvelopeConflictError, EnvelopeNotFoundError
+from turnkeep.envelope import (
+    Envelope,
+    EnvelopeConflictError,
+    EnvelopeNotFoundError,
+    turn_run_id,
+    turn_status,
+)
 from turnkeep.events import TurnNotFound, turn_events, turn_values, turn_view
 from turnkeep.harness import (
     FailTurnInput,
@@ -38,7 +43,7 @@ from turnkeep.harness import (
 from turnkeep.harness.envelope_io import attachable
 from turnkeep.harness.state import head_address, user_entry_id
 from turnkeep.storage import Storage
-from turnkeep.turn_rules import is_active
+from turnkeep.turn_rules import DELETE_MARKER, is_active
 
 logger = logging.getLogger("turnkeep.api")
 
@@ -100,9 +105,9 @@ def _free_or_409(ctx: ApiContext, user: str, session_id: str, envelope: Envelope
     orchestrator then takes it over (docs/local.md) — it resumes an orphaned turn (still 409,
     saying so) and repairs the envelope of one that had ended (the start goes on).
     """
-    running = envelope.meta.get("turnRunId")
+    running = turn_run_id(envelope.meta)
     what = "is being deleted" if running == DELETE_MARKER else f"runs turn {running!r}"
-    if envelope.meta.get("turnStatus") == "awaiting_approval":
+    if turn_status(envelope.meta) == "awaiting_approval":
         what += " (waiting for an approval: decide it or cancel the turn)"
     if isinstance(ctx.launcher, LocalLauncher) and running != DELETE_MARKER:
         finding = ctx.launcher.take_over(session_id)
@@ -141,7 +146,7 @@ def start(
             model=_turn_model(ctx, body, envelope),
             model_settings=body.model_settings,
         )
-        busy = is_active(envelope.meta.get("turnStatus"))
+        busy = is_active(turn_status(envelope.meta))
         if (
             not busy
             and attachable(deps, storage)
