@@ -14,7 +14,6 @@ TerminalStatus = Literal["completed", "failed", "aborted"]
 """How a turn ended."""
 
 TURN_STATUSES: Final[frozenset[str]] = frozenset(get_args(TurnStatus))
-TERMINAL_STATUSES: Final[frozenset[str]] = frozenset(get_args(TerminalStatus))
 ACTIVE_STATUSES: Final[frozenset[str]] = frozenset({"running", "cancelling", "awaiting_approval"})
 """Statuses of a turn that has not ended (yet: the envelope may lag storage)."""
 STARTABLE_STATUSES: Final[list[str | None]] = [None, "idle", "completed", "failed", "aborted"]
