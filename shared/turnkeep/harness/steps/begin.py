@@ -1,4 +1,4 @@
-"""How a turn begins (docs/harness.md "Starting a turn"): one conditional commit where the
+"""How a turn begins (docs/harness.md "Commits per step"): one conditional commit where the
 stores share a table, else the claim in steps; the start-rate check and the local turn owner
 are the caller's, given as a `StartGate` and the launcher.
 
