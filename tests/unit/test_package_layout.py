@@ -68,7 +68,17 @@ session-id rule (storage, envelope, api), the system-prompt fold (providers, not
 the turn-id rule and the turn-status set (harness, envelope, api, live, cli)."""
 RULES = {"session_ids", "turn_rules"}
 """The bottom room: rules every layer may read, which themselves read nothing of turnkeep."""
-ENGINE = {"storage", "envelope", "providers", "tools", "mcp", "notes", "agent", "harness"}
+ENGINE = {
+    "storage",
+    "envelope",
+    "providers",
+    "tools",
+    "mcp",
+    "notes",
+    "agent",
+    "harness",
+    "telemetry",
+}
 VIEWS = {"events"}
 """The event views (turn status, event pages, each entry as an event): what `api` and `live`
 both show, below both."""
@@ -143,6 +153,11 @@ def test_shaping_a_commits_events_for_the_websocket_loads_neither_the_api_nor_fa
     )
 
     assert done.stdout.strip() == "[]"
+
+
+def test_telemetry_sits_on_the_providers_types_alone() -> None:
+    # The harness calls it with its values; it never reaches back into the harness or storage.
+    assert import_graph()["telemetry"] <= {"providers"}
 
 
 def test_the_cycle_check_finds_a_cycle() -> None:

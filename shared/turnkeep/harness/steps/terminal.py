@@ -42,6 +42,7 @@ from turnkeep.harness.steps.common import (
     terminal_patch,
 )
 from turnkeep.storage import GuardFailedError, Storage, retire_scope, set_value
+from turnkeep.telemetry import genai
 from turnkeep.turn_rules import ACTIVE_STATUSES, STARTABLE_STATUSES, TerminalStatus
 
 
@@ -268,6 +269,18 @@ def commit_terminal(
         )
     except GuardFailedError:
         return _terminal_winner(deps, storage, state)
+    # Only the step whose terminal commit landed emits the turn span: once per turn.
+    genai.turn_span(
+        state.trace_parent,
+        session_id=state.session_id,
+        op_id=state.op_id,
+        agent_name=deps.agent.name,
+        started_at=state.started_at,
+        finished_at=record.finished_at,
+        status=record.status,
+        rounds=record.rounds,
+        usage=record.usage,
+    )
     return record
 
 
