@@ -109,6 +109,7 @@ def _complete_attached(deps: HarnessDeps, storage: Storage, state: OperationStat
                 deps, storage, state, "aborted", "cancelled by request", unsettled_frames=False
             )
         return commit_terminal(deps, storage, state, "completed", None, unsettled_frames=False)
+    _turn_span(deps, state, record)
     return record
 
 
@@ -269,6 +270,11 @@ def commit_terminal(
         )
     except GuardFailedError:
         return _terminal_winner(deps, storage, state)
+    _turn_span(deps, state, record)
+    return record
+
+
+def _turn_span(deps: HarnessDeps, state: OperationState, record: TurnRecord) -> None:
     # Only the step whose terminal commit landed emits the turn span: once per turn.
     genai.turn_span(
         state.trace_parent,
@@ -281,7 +287,6 @@ def commit_terminal(
         rounds=record.rounds,
         usage=record.usage,
     )
-    return record
 
 
 def _terminal_winner(deps: HarnessDeps, storage: Storage, state: OperationState) -> TurnRecord:
