@@ -27,6 +27,7 @@ from turnkeep.harness.transcript import (
     context_start_address,
     model_view,
     tool_message,
+    usage_json,
 )
 from turnkeep.providers.base import (
     Message,
@@ -332,6 +333,7 @@ def _add_marker(
         "dropped_turns": plan.dropped_turns,
         "dropped_messages": len(plan.dropped),
         "timing": {"started_at": prepared.shrink_started_at, "ended_at": prepared.shrink_ended_at},
+        "usage": usage_json(prepared.usage),
     }
     entry_type = COMPACTION_ENTRY_TYPE if plan.action == "compaction" else WINDOW_ENTRY_TYPE
     prepared.writes.extend(

@@ -93,6 +93,8 @@ def model_step(
         with round_span(prepared.state, prepared.provider, prepared.request.request) as span:
             streamed = _call_provider(deps, storage, prepared, on_event)
             if isinstance(streamed, ModelStepOutput):
+                if streamed.next == "fail":
+                    span.fail("model_error", streamed.error)
                 return streamed
             genai.chat_done(span, streamed.response)
         timing: dict[str, JsonValue] = {"started_at": started, "ended_at": deps.clock()}

@@ -21,7 +21,7 @@ from turnkeep.harness.state import (
 )
 from turnkeep.harness.steps.common import progress_patch
 from turnkeep.harness.steps.model_outputs import ended_output, fail_output
-from turnkeep.harness.transcript import entry_data, message_from_json
+from turnkeep.harness.transcript import entry_data, message_from_json, usage_json
 from turnkeep.providers.base import Message, ModelResponse
 from turnkeep.storage import (
     MESSAGE_ENTRY_TYPE,
@@ -115,6 +115,7 @@ def _response_writes(
         model=response.model,
         **({"context": context} if context is not None else {}),
         **({"timing": timing} if timing is not None else {}),
+        usage=usage_json(usage),
     )
     return [
         insert_entry(entry_id, head, MESSAGE_ENTRY_TYPE, data),
