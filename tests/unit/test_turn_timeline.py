@@ -65,3 +65,18 @@ def test_a_tool_bar_keeps_its_error_and_an_end_before_its_start_is_clamped() -> 
 
     assert untimed == 0
     assert (bar.kind, bar.is_error, bar.start, bar.end) == ("tool", True, 10.0, 10.0)
+
+
+def test_the_timeline_of_a_later_turn_reads_only_from_its_own_user_message_on(
+    api: ApiHarness,
+) -> None:
+    sid = api.session()
+    first = api.start(sid, 'call echo {"text": "one"}')
+    second = api.start(sid, 'call echo {"text": "two"}')
+
+    one = api.client.get(f"/sessions/{sid}/turns/{first}/timeline", headers=auth()).json()
+    two = api.client.get(f"/sessions/{sid}/turns/{second}/timeline", headers=auth()).json()
+
+    assert [b["kind"] for b in one["bars"]] == [b["kind"] for b in two["bars"]]
+    assert one["finished_at"] <= two["started_at"]
+    assert all(b["start"] >= two["started_at"] for b in two["bars"])

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from turnkeep.envelope import Envelope
 from turnkeep.events.models import TurnStatus
 from turnkeep.events.turns import _live_status, _record_or_state, _turn_entries
+from turnkeep.harness.state import user_entry_id
 from turnkeep.harness.transcript import CONTEXT_ENTRY_TYPES, entry_message
 from turnkeep.providers.base import ToolResultPart, Usage
 from turnkeep.storage import Entry, JsonValue, Storage
@@ -181,7 +182,11 @@ def entry_bars(entry: Entry) -> tuple[list[TimelineBar], int]:
 def turn_timeline(storage: Storage, envelope: Envelope | None, op_id: str) -> TurnTimeline:
     """The timeline of `op_id` (running or ended); TurnNotFound when the session has none."""
     found, state = _record_or_state(storage, op_id)
-    entries, _ = _turn_entries(storage, op_id, 0, _ALL, found[1] if found is not None else None)
+    # Nothing of the turn precedes its user message: the scan starts there, not at the
+    # session's first entry.
+    user_seq = storage.entry_seqs([user_entry_id(op_id)]).get(user_entry_id(op_id))
+    after = max(0, user_seq - 1) if user_seq is not None else 0
+    entries, _ = _turn_entries(storage, op_id, after, _ALL, found[1] if found is not None else None)
     bars: list[TimelineBar] = []
     untimed = 0
     for entry in entries:
