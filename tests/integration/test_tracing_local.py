@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from tests.integration.turns_support import Harness, RecordingProvider, make_harness
+from tests.integration.turns_support import Harness, RecordingProvider, make_turn_harness
 from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan, otlp_receiver
 from turnkeep.harness import HarnessLimits, resume_turn, run_turn
 from turnkeep.harness.approvals import decide
@@ -57,7 +57,7 @@ def _root(spans: list[ReceivedSpan]) -> ReceivedSpan:
 def test_a_turn_with_a_tool_call_arrives_as_one_trace_of_genai_spans(
     traced: OtlpReceiver, tmp_path: Path
 ) -> None:
-    h = make_harness(tmp_path, "sqlite", tools=[ECHO])
+    h = make_turn_harness(tmp_path, "sqlite", tools=[ECHO])
 
     result = run_turn(h.deps, h.session_id, USER, 'call echo {"text": "hi"}')
 
@@ -102,7 +102,7 @@ def test_message_content_goes_on_the_spans_only_with_the_conventions_opt_in(
     traced: OtlpReceiver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
-    h = make_harness(tmp_path, tools=[ECHO])
+    h = make_turn_harness(tmp_path, tools=[ECHO])
 
     result = run_turn(h.deps, h.session_id, USER, 'call echo {"text": "secret-ish"}')
 
@@ -118,7 +118,7 @@ def test_message_content_goes_on_the_spans_only_with_the_conventions_opt_in(
 def test_a_failed_turn_ends_its_turn_span_with_an_error_status(
     traced: OtlpReceiver, tmp_path: Path
 ) -> None:
-    h = make_harness(tmp_path, limits=HarnessLimits(frame_interval_ms=0, max_steps=1))
+    h = make_turn_harness(tmp_path, limits=HarnessLimits(frame_interval_ms=0, max_steps=1))
 
     result = run_turn(h.deps, h.session_id, USER, 'call echo {"text": "a"}')
 
@@ -155,7 +155,7 @@ def test_an_approval_wait_is_a_span_from_the_request_to_the_decision(
     traced: OtlpReceiver, tmp_path: Path
 ) -> None:
     outbox = Outbox()
-    h = make_harness(tmp_path, tools=[outbox.tool()])
+    h = make_turn_harness(tmp_path, tools=[outbox.tool()])
     paused = run_turn(h.deps, h.session_id, USER, 'call send_mail {"to": "bob@example.com"}')
     assert paused.status == "awaiting_approval"
     h.clock.advance(42)
@@ -186,7 +186,7 @@ def test_a_compaction_is_a_span_of_its_own_with_the_tokens_it_used(
     inner = provider_from_config("scripted?context=3000")
     recorder = RecordingProvider(inner=inner)
     recorder.context = inner.context
-    h: Harness = make_harness(
+    h: Harness = make_turn_harness(
         tmp_path, provider=recorder, limits=HarnessLimits(frame_interval_ms=0), tools=[ECHO]
     )
     ops = []

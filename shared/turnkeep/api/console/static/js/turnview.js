@@ -5,6 +5,7 @@
 import { h, replaceChildren } from "./dom.js";
 import { approvalCard, markDecided } from "./approvals.js";
 import { describe, path } from "./api.js";
+import { isActive } from "./statuses.js";
 import { renderTimeline } from "./timeline.js";
 
 const CONTEXT_ROLES = new Set(["compaction", "context_window"]);
@@ -119,7 +120,7 @@ export class TurnView {
       this.error.textContent = `Error: ${view.error}`;
       this.error.hidden = false;
     }
-    const live = ["running", "cancelling", "awaiting_approval"].includes(view.status);
+    const live = isActive(view.status);
     if (!live) for (const card of this.approvals.values()) markDecided(card, null);
     if (!this.timelineBox.hidden) this.loadTimeline(); // the open timeline follows the turn
   }
