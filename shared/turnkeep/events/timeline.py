@@ -42,6 +42,8 @@ class TimelineBar(BaseModel):
     cache_write_tokens: int | None = None
     estimated: bool = False
     """The server reported no usage: the tokens are the provider's estimate."""
+    # Unfinished (issue #33 item 5): the round's cost in micro-dollars joins here as
+    # `cost_micros` once pricing (item 1) lands; the console already shows it when present.
 
 
 class TurnTimeline(BaseModel):

@@ -1,5 +1,6 @@
 // A turn's timeline: its model rounds, tool calls, approval waits and context shrinks as bars
-// on one time axis, with their tokens (and cost where the server reports it), from
+// on one time axis, with their tokens (and cost, `cost_micros`, where the server reports it:
+// the usage rows' integer micro-dollars, docs/console.md "Timeline"), from
 // GET /sessions/{id}/turns/{turn}/timeline (docs/console.md, "Timeline").
 
 import { h } from "./dom.js";
@@ -29,7 +30,7 @@ export function figures(bar) {
   }
   if (bar.cache_read_tokens) parts.push(`${bar.cache_read_tokens} cache read`);
   if (bar.cache_write_tokens) parts.push(`${bar.cache_write_tokens} cache write`);
-  if (bar.cost_micro_usd != null) parts.push(`$${(bar.cost_micro_usd / 1e6).toFixed(4)}`);
+  if (bar.cost_micros != null) parts.push(`$${(bar.cost_micros / 1e6).toFixed(4)}`);
   return parts.join(" · ");
 }
 
@@ -69,7 +70,7 @@ export function renderTimeline(data, now = Date.now() / 1000) {
   const summary = `${bars.length} bar${bars.length === 1 ? "" : "s"} over ${total} · ${
     usage.input_tokens || 0
   } in / ${usage.output_tokens || 0} out tokens${
-    data.cost_micro_usd != null ? ` · $${(data.cost_micro_usd / 1e6).toFixed(4)}` : ""
+    usage.cost_micros != null ? ` · $${(usage.cost_micros / 1e6).toFixed(4)}` : ""
   }`;
   return h(
     "section",
