@@ -12,9 +12,11 @@ from pydantic import BaseModel
 
 from tests.integration.turns_support import Harness, RecordingProvider, make_turn_harness
 from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan, otlp_receiver
-from turnkeep.harness import HarnessLimits, resume_turn, run_turn
+from turnkeep.harness import HarnessLimits, StartTurnInput, resume_turn, run_turn, start_turn
 from turnkeep.harness.approvals import decide
+from turnkeep.harness.state import load_state, op_address
 from turnkeep.providers.factory import provider_from_config
+from turnkeep.storage import set_value
 from turnkeep.telemetry import flush
 from turnkeep.tools.base import Tool, ToolContext, ToolResult
 from turnkeep.tools.builtin import ECHO
@@ -211,3 +213,28 @@ def test_a_compaction_is_a_span_of_its_own_with_the_tokens_it_used(
         compaction.attributes["turnkeep.context.tokens_after"]
         < compaction.attributes["turnkeep.context.tokens_before"]
     )
+
+
+def test_a_turn_stored_without_a_trace_context_runs_on_and_exports_no_spans(
+    traced: OtlpReceiver, tmp_path: Path
+) -> None:
+    h = make_turn_harness(tmp_path, "sqlite", tools=[ECHO])
+    op = "op-untraced"
+    start_turn(
+        h.deps,
+        StartTurnInput(session_id=h.session_id, op_id=op, user_id=USER, text="call echo {}"),
+    )
+    with h.storage() as storage:  # as a turn started before the field existed was stored
+        state = load_state(storage, op)
+        assert state is not None
+        assert state.trace_parent is not None
+        old = state.model_copy(update={"trace_parent": None}).model_dump(mode="json")
+        storage.commit([set_value(op_address(op), old)])
+
+    result = resume_turn(h.deps, h.session_id, op)
+    traced_turn = run_turn(h.deps, h.session_id, USER, "hello")
+    flush()
+
+    assert result.status == "completed"
+    traced.trace_of(traced_turn.op_id)  # spans of the next turn arrive; none of this one
+    assert not any(s.attributes.get("turnkeep.turn.id") == op for s in traced.snapshot())
