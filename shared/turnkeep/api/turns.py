@@ -23,7 +23,14 @@ from turnkeep.api.models import (
 from turnkeep.api.ratelimit import RateGate
 from turnkeep.api.sessions import Cursor
 from turnkeep.envelope import Envelope
-from turnkeep.events import TurnNotFound, turn_events, turn_values, turn_view
+from turnkeep.events import (
+    TurnNotFound,
+    TurnTimeline,
+    turn_events,
+    turn_timeline,
+    turn_values,
+    turn_view,
+)
 from turnkeep.harness import (
     FailTurnInput,
     SessionBusyError,
@@ -214,5 +221,17 @@ def events(
         )
         try:
             return turn_events(storage, envelope, turn_id, cursor, limit)
+        except TurnNotFound:
+            raise not_found("turn") from None
+
+
+@router.get("/{turn_id}/timeline", response_model=TurnTimeline)
+def timeline(ctx: Ctx, user: User, session_id: SessionId, turn_id: TurnId) -> TurnTimeline:
+    """The turn's rounds, tool calls, approval waits and context shrinks on a time axis, with
+    their tokens, from what the turn stores (docs/console.md, "Timeline")."""
+    with ctx.storage(session_id) as storage:
+        envelope = ctx.owned_ahead(user, storage, values=turn_values(turn_id))
+        try:
+            return turn_timeline(storage, envelope, turn_id)
         except TurnNotFound:
             raise not_found("turn") from None

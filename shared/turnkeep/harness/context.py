@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -26,6 +27,7 @@ from turnkeep.harness.transcript import (
     context_start_address,
     model_view,
     tool_message,
+    usage_json,
 )
 from turnkeep.providers.base import (
     Message,
@@ -139,6 +141,9 @@ class PreparedRound:
     """Uncalibrated estimate of the request (stored for the next rounds' calibration)."""
     tokens: int = 0
     """Calibrated estimate of the request."""
+    shrink_started_at: float | None = None
+    shrink_ended_at: float | None = None
+    """When the shrink (compaction call or window) began and ended: its timeline bar."""
 
 
 def _calibrated(tokens: int, factor: float) -> int:
@@ -237,6 +242,7 @@ def prepare_round(
     head: str | None,
     target: int | None = None,
     settings: ModelSettings | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> PreparedRound:
     """The round's request within the model's budget, compacting first when the plan says so.
 
@@ -256,6 +262,7 @@ def prepare_round(
     )
     summary, usage = plan.summary, Usage()
     writes: list[Write] = []
+    shrink_started = clock()
     if plan.action == "compaction":
         summary, usage, writes = _compaction(provider, plan, view.calibration, target)
     messages: list[Message] = []
@@ -278,6 +285,7 @@ def prepare_round(
         )
     prepared = PreparedRound(request, plan, writes, head, usage, estimated, tokens)
     if plan.action != "none":
+        prepared.shrink_started_at, prepared.shrink_ended_at = shrink_started, clock()
         _add_marker(prepared, summary, window, op_id=op_id, round_=round_)
     return prepared
 
@@ -324,6 +332,8 @@ def _add_marker(
         "budget": window.input_budget,
         "dropped_turns": plan.dropped_turns,
         "dropped_messages": len(plan.dropped),
+        "timing": {"started_at": prepared.shrink_started_at, "ended_at": prepared.shrink_ended_at},
+        "usage": usage_json(prepared.usage),
     }
     entry_type = COMPACTION_ENTRY_TYPE if plan.action == "compaction" else WINDOW_ENTRY_TYPE
     prepared.writes.extend(

@@ -27,6 +27,7 @@ from turnkeep.harness.source_notices import (
     required_source_failure,
     round_notices,
 )
+from turnkeep.harness.spans import compaction_span_of, round_span
 from turnkeep.harness.state import (
     OperationState,
     call_address,
@@ -63,6 +64,7 @@ from turnkeep.providers.base import (
 from turnkeep.providers.settings import ModelSettings
 from turnkeep.storage import JsonValue, Storage, Write, set_value
 from turnkeep.system_prompt import resolve_system_for_meta
+from turnkeep.telemetry import genai
 
 EventListener = Callable[[StreamEvent | ToolSourceNotice], None]
 """Sees an in-process round: the provider's stream, and a notice for each optional tool source
@@ -87,10 +89,16 @@ def model_step(
         prepared = _prepare_round(deps, storage, begun, on_event)
         if isinstance(prepared, ModelStepOutput):
             return prepared
-        streamed = _call_provider(deps, storage, prepared, on_event)
-        if isinstance(streamed, ModelStepOutput):
-            return streamed
-        return _settle_streamed(deps, storage, prepared, streamed)
+        started = deps.clock()
+        with round_span(prepared.state, prepared.provider, prepared.request.request) as span:
+            streamed = _call_provider(deps, storage, prepared, on_event)
+            if isinstance(streamed, ModelStepOutput):
+                if streamed.next == "fail":
+                    span.fail("model_error", streamed.error)
+                return streamed
+            genai.chat_done(span, streamed.response)
+        timing: dict[str, JsonValue] = {"started_at": started, "ended_at": deps.clock()}
+        return _settle_streamed(deps, storage, prepared, streamed, timing)
 
 
 # --- Phase 1: begin (load the round, return what is already decided, guard the limits) ---
@@ -246,6 +254,7 @@ def _prepare_round(
         request = shape.prepare()
     except (ContextBudgetError, FatalModelError) as exc:
         return _fail(state, _context_failure(exc))
+    compaction_span_of(state, request)
     return _Prepared(state, provider, shape, request, [*results.prelude, *notice_writes], wrap_up)
 
 
@@ -293,6 +302,7 @@ class _RoundShape:
             head=self._head,
             target=target,
             settings=self._settings,
+            clock=self._deps.clock,
         )
 
 
@@ -500,7 +510,11 @@ def _flush_quietly(writer: FrameWriter, live: LiveText | None) -> None:
 
 
 def _settle_streamed(
-    deps: HarnessDeps, storage: Storage, round_: _Prepared, streamed: _Streamed
+    deps: HarnessDeps,
+    storage: Storage,
+    round_: _Prepared,
+    streamed: _Streamed,
+    timing: dict[str, JsonValue],
 ) -> ModelStepOutput:
     """Commit the streamed response with the prelude the frames did not carry, the context
     marker and the compaction's usage; the output names the next step."""
@@ -518,4 +532,5 @@ def _settle_streamed(
         wrap_up=round_.wrap_up,
         context=_context_meta(prepared, streamed.response),
         frames_written=streamed.writer.wrote_frames,
+        timing=timing,
     )

@@ -21,7 +21,7 @@ from turnkeep.harness.state import (
 )
 from turnkeep.harness.steps.common import progress_patch
 from turnkeep.harness.steps.model_outputs import ended_output, fail_output
-from turnkeep.harness.transcript import entry_data, message_from_json
+from turnkeep.harness.transcript import entry_data, message_from_json, usage_json
 from turnkeep.providers.base import Message, ModelResponse
 from turnkeep.storage import (
     MESSAGE_ENTRY_TYPE,
@@ -48,10 +48,12 @@ def settle_response(
     wrap_up: bool = False,
     context: dict[str, JsonValue] | None = None,
     frames_written: bool = False,
+    timing: dict[str, JsonValue] | None = None,
 ) -> ModelStepOutput:
     """One session transaction: pending tool results, the response entry, usage, op state.
 
-    `context` (the request's token estimate, for the budget's calibration) joins the entry.
+    `context` (the request's token estimate, for the budget's calibration) joins the entry, and
+    so does `timing` (when the provider call started and ended: the turn's timeline).
     `frames_written`: the round wrote frames, so the same transaction retires their scope.
     """
     op = state.op_id
@@ -64,7 +66,7 @@ def settle_response(
     limit = deps.limits.max_tool_calls_per_round
     writes = [
         *pending_writes,
-        *_response_writes(state, response, head, wrap_up=wrap_up, context=context),
+        *_response_writes(state, response, head, wrap_up=wrap_up, context=context, timing=timing),
         *_call_writes(state, response, limit, wrap_up=wrap_up),
     ]
     new_state = state.model_copy(
@@ -98,6 +100,7 @@ def _response_writes(
     *,
     wrap_up: bool,
     context: dict[str, JsonValue] | None,
+    timing: dict[str, JsonValue] | None = None,
 ) -> list[Write]:
     """The round's response entry after `head`, the head moved to it, and its usage row."""
     entry_id = response_id(state.op_id, state.round)
@@ -111,6 +114,8 @@ def _response_writes(
         wrap_up=wrap_up,
         model=response.model,
         **({"context": context} if context is not None else {}),
+        **({"timing": timing} if timing is not None else {}),
+        usage=usage_json(usage),
     )
     return [
         insert_entry(entry_id, head, MESSAGE_ENTRY_TYPE, data),
