@@ -38,7 +38,7 @@ from turnkeep.harness.state import (
     response_id,
     result_address,
 )
-from turnkeep.harness.steps.common import cancelling, open_session
+from turnkeep.harness.steps.common import cancelling, open_session, turn_model_settings
 from turnkeep.harness.steps.model_outputs import ended_output, fail_output, output_for_record
 from turnkeep.harness.steps.settlement import (
     recorded_output,
@@ -60,7 +60,6 @@ from turnkeep.providers.base import (
     ToolResultPart,
     ToolSpec,
 )
-from turnkeep.providers.settings import ModelSettings
 from turnkeep.storage import JsonValue, Storage, Write, set_value
 from turnkeep.system_prompt import resolve_system_for_meta
 
@@ -272,13 +271,7 @@ class _RoundShape:
         self._view = deps.transcripts.branch_view(storage, results.committed_head)
         self._deps, self._state, self._provider = deps, state, provider
         self._head, self._tools, self._pending = results.head, tools, results.parts
-        recorded = state.model_settings
-        settings = (
-            ModelSettings.model_validate(recorded)
-            if recorded is not None
-            else deps.agent.model_settings
-        )
-        self._settings = settings if settings != ModelSettings() else None
+        self._settings = turn_model_settings(deps, state)
 
     def prepare(self, *, target: int | None = None) -> PreparedRound:
         return prepare_round(

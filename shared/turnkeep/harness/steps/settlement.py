@@ -4,6 +4,7 @@ one), the previous round's tool results, usage, call states and the new op state
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.envelope_io import commit_mirrored
@@ -19,16 +20,16 @@ from turnkeep.harness.state import (
     op_address,
     response_id,
 )
-from turnkeep.harness.steps.common import progress_patch
+from turnkeep.harness.steps.common import progress_patch, turn_model_settings
 from turnkeep.harness.steps.model_outputs import ended_output, fail_output
 from turnkeep.harness.transcript import entry_data, message_from_json
 from turnkeep.providers.base import Message, ModelResponse
+from turnkeep.spend.pricing import price_for, priced, usage_row
 from turnkeep.storage import (
     MESSAGE_ENTRY_TYPE,
     GuardFailedError,
     JsonValue,
     Storage,
-    UsageRow,
     Write,
     insert_entry,
     insert_usage,
@@ -55,6 +56,8 @@ def settle_response(
     `frames_written`: the round wrote frames, so the same transaction retires their scope.
     """
     op = state.op_id
+    price = price_for(deps.provider_for(state.model), turn_model_settings(deps, state))
+    response = replace(response, usage=priced(response.usage, price))
     call_ids = [c.id for c in response.message.tool_calls]
     if len(set(call_ids)) != len(call_ids):
         repeated = sorted(c for c, n in Counter(call_ids).items() if n > 1)
@@ -115,15 +118,7 @@ def _response_writes(
     return [
         insert_entry(entry_id, head, MESSAGE_ENTRY_TYPE, data),
         set_value(head_address(), entry_id),
-        insert_usage(
-            UsageRow(
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cache_read_tokens=usage.cache_read_tokens,
-                cache_write_tokens=usage.cache_write_tokens,
-                model=response.model or None,
-            )
-        ),
+        insert_usage(usage_row(usage, response.model, state.op_id)),
     ]
 
 
