@@ -27,6 +27,7 @@ from turnkeep.harness.source_notices import (
     required_source_failure,
     round_notices,
 )
+from turnkeep.harness.spend_gate import charge_round, check_before_round, worst_case
 from turnkeep.harness.state import (
     OperationState,
     call_address,
@@ -60,6 +61,7 @@ from turnkeep.providers.base import (
     ToolResultPart,
     ToolSpec,
 )
+from turnkeep.providers.settings import ModelSettings
 from turnkeep.storage import JsonValue, Storage, Write, set_value
 from turnkeep.system_prompt import resolve_system_for_meta
 
@@ -86,6 +88,9 @@ def model_step(
         prepared = _prepare_round(deps, storage, begun, on_event)
         if isinstance(prepared, ModelStepOutput):
             return prepared
+        over = _over_budget(deps, storage, prepared)
+        if over is not None:
+            return _fail(prepared.state, over)
         streamed = _call_provider(deps, storage, prepared, on_event)
         if isinstance(streamed, ModelStepOutput):
             return streamed
@@ -273,6 +278,11 @@ class _RoundShape:
         self._head, self._tools, self._pending = results.head, tools, results.parts
         self._settings = turn_model_settings(deps, state)
 
+    @property
+    def settings(self) -> ModelSettings | None:
+        """The turn's model settings (None: the defaults)."""
+        return self._settings
+
     def prepare(self, *, target: int | None = None) -> PreparedRound:
         return prepare_round(
             self._provider,
@@ -287,6 +297,14 @@ class _RoundShape:
             target=target,
             settings=self._settings,
         )
+
+
+def _over_budget(deps: HarnessDeps, storage: Storage, round_: _Prepared) -> str | None:
+    """The budget error of a round whose worst case (with its compaction's usage, already
+    spent) would go over a budget (docs/usage.md, "Budgets")."""
+    prepared = round_.request
+    worst = worst_case(round_.provider, prepared.request, round_.shape.settings, prepared.tokens)
+    return check_before_round(deps, storage, round_.state, worst + prepared.usage)
 
 
 def _context_failure(exc: Exception) -> str:
@@ -500,6 +518,8 @@ def _settle_streamed(
     prepared, state = round_.request, round_.state
     usage = prepared.usage
     if usage.input_tokens or usage.output_tokens:
+        compaction = f"{state.op_id}:c{state.round}"
+        charge_round(deps, state, compaction, usage, getattr(round_.provider, "name", ""))
         state = state.model_copy(update={"usage": state.usage + usage})
     return settle_response(
         deps,

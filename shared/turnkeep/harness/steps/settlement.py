@@ -11,6 +11,7 @@ from turnkeep.harness.envelope_io import commit_mirrored
 from turnkeep.harness.errors import StepInputError
 from turnkeep.harness.io import ModelStepOutput, NextAction
 from turnkeep.harness.recovery import Settlement, interrupted_response_writes
+from turnkeep.harness.spend_gate import charge_round, check_after_round
 from turnkeep.harness.state import (
     CallState,
     OperationState,
@@ -58,6 +59,9 @@ def settle_response(
     op = state.op_id
     price = price_for(deps.provider_for(state.model), turn_model_settings(deps, state))
     response = replace(response, usage=priced(response.usage, price))
+    # Charged before the commit, once per round key: the call was made and paid for even if
+    # the turn ended meanwhile, and a redelivery charges nothing twice.
+    charge_round(deps, state, response_id(op, state.round), response.usage, response.model)
     call_ids = [c.id for c in response.message.tool_calls]
     if len(set(call_ids)) != len(call_ids):
         repeated = sorted(c for c, n in Counter(call_ids).items() if n > 1)
@@ -81,7 +85,7 @@ def settle_response(
             "last_entry_id": response_id(op, state.round),
         }
     )
-    return _commit_round(
+    output = _commit_round(
         deps,
         storage,
         state,
@@ -92,6 +96,11 @@ def settle_response(
         wrap_up=wrap_up,
         frames_written=frames_written,
     )
+    if output.next == "done":
+        return output
+    over = check_after_round(deps, storage, new_state)
+    # The round's text is stored; failing now keeps it and runs none of its tool calls.
+    return output if over is None else fail_output(state.session_id, op, output.next_round, over)
 
 
 def _response_writes(
