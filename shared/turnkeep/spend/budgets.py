@@ -91,10 +91,14 @@ def turn_tokens(usage: Usage) -> int:
 
 
 def over_budget(budgets: Budgets, spent: Spent, next_round: Usage | None = None) -> str | None:
-    """The `budget_exceeded: ...` error when `spent` plus `next_round` (a round's worst case;
-    None after a round, checking what was measured) goes over a budget; None when it fits.
+    """The `budget_exceeded: ...` error when a budget does not allow the next round (its worst
+    case `next_round`), or when `spent` is over one (`next_round` None: after a round, checking
+    what was measured); None when it fits.
 
-    Before a round the check is `spent + worst > budget`; after it, `spent > budget`.
+    The turn and session budgets are the turn's own: before a round, `spent + worst > budget`
+    fails. The daily budgets are counters many turns share: before a round, `spent >= budget`
+    fails, and each round charges what it measured, so concurrent turns overrun a daily budget
+    by at most the rounds in flight when it was reached (docs/usage.md, "Budgets").
     """
     extra = next_round or Usage()
     when = "the next model round could reach" if next_round is not None else "it reached"
@@ -105,21 +109,26 @@ def over_budget(budgets: Budgets, spent: Spent, next_round: Usage | None = None)
             f"{when} {tokens} (spent {turn_tokens(spent.turn)})"
         )
     cost = extra.cost_micros
-    checks = (
+    for label, limit, already in (
         ("the turn's cost budget", budgets.turn_cost, spent.turn.cost_micros),
         ("the session's cost budget", budgets.session_cost, spent.session_micros),
-        ("your daily cost budget (UTC day)", budgets.user_daily_cost, spent.user_day_micros),
-        (
-            "the deployment's daily cost budget (UTC day)",
-            budgets.deployment_daily_cost,
-            spent.deployment_day_micros,
-        ),
-    )
-    for label, limit, already in checks:
+    ):
         limit_micros = _micros(limit)
         if limit_micros is not None and already + cost > limit_micros:
             return (
                 f"{BUDGET_EXCEEDED}: {label} is {dollars(limit_micros)}; {when} "
                 f"{dollars(already + cost)} (spent {dollars(already)})"
             )
+    for label, limit, already in (
+        ("your daily cost budget (UTC day)", budgets.user_daily_cost, spent.user_day_micros),
+        (
+            "the deployment's daily cost budget (UTC day)",
+            budgets.deployment_daily_cost,
+            spent.deployment_day_micros,
+        ),
+    ):
+        limit_micros = _micros(limit)
+        if limit_micros is not None and already >= limit_micros:
+            spent_text = dollars(already)
+            return f"{BUDGET_EXCEEDED}: {label} is {dollars(limit_micros)}; {spent_text} is spent"
     return None
