@@ -15,7 +15,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from turnkeep.harness.deps import HarnessLimits
 from turnkeep.spend.budgets import Budgets
@@ -105,6 +105,19 @@ class TurnkeepSettings(BaseModel):
         description="deployment budget: dollars all users together may spend a UTC day (a kill "
         "switch)",
     )
+
+    @field_validator(
+        "budget_turn_tokens",
+        "budget_turn_cost",
+        "budget_session_cost",
+        "budget_user_daily_cost",
+        "budget_deployment_daily_cost",
+        mode="before",
+    )
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        # The template passes every parameter; an empty one is no budget.
+        return None if isinstance(value, str) and not value.strip() else value
 
     def budgets(self) -> Budgets | None:
         """The deployment's budgets (TURNKEEP_BUDGET_*); None when none is set."""
