@@ -13,8 +13,7 @@ from pydantic import BaseModel, Field
 from turnkeep.api.context import Ctx, User
 from turnkeep.api.errors import ApiError
 from turnkeep.api.models import error_responses
-from turnkeep.providers.base import Usage
-from turnkeep.spend.ledger import UsageLine
+from turnkeep.spend.report import usage_report
 
 router = APIRouter(tags=["usage"], responses=error_responses(400, 401, 405, 503))
 
@@ -56,26 +55,6 @@ class UsageReport(BaseModel):
     by_model: list[ModelUsage]
 
 
-def _figures(lines: list[UsageLine]) -> dict[str, int | bool]:
-    usage = sum((line.usage for line in lines), Usage())
-    return {
-        "rounds": sum(line.rounds for line in lines),
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cache_read_tokens": usage.cache_read_tokens,
-        "cache_write_tokens": usage.cache_write_tokens,
-        "cost_micros": usage.cost_micros,
-        "estimated": usage.estimated,
-    }
-
-
-def _grouped(lines: list[UsageLine], key: str) -> dict[str, list[UsageLine]]:
-    groups: dict[str, list[UsageLine]] = {}
-    for line in lines:
-        groups.setdefault(getattr(line, key), []).append(line)
-    return dict(sorted(groups.items()))
-
-
 def _day(text: str | None, name: str, default: date) -> date:
     if text is None or text == "":
         return default
@@ -88,7 +67,7 @@ def _day(text: str | None, name: str, default: date) -> date:
 
 
 @router.get("/usage", response_model=UsageReport, response_model_by_alias=True)
-def usage_report(
+def get_usage(
     ctx: Ctx,
     user: User,
     from_: Annotated[str | None, Query(alias="from")] = None,
@@ -107,15 +86,4 @@ def usage_report(
         )
     ledger = ctx.runtime.deps.ledger
     lines = [] if ledger is None else ledger.usage_lines(user, first.isoformat(), last.isoformat())
-    return UsageReport.model_validate(
-        {
-            "from": first.isoformat(),
-            "to": last.isoformat(),
-            "total": _figures(lines),
-            "by_day": [{"day": k, **_figures(v)} for k, v in _grouped(lines, "day").items()],
-            "by_session": [
-                {"session_id": k, **_figures(v)} for k, v in _grouped(lines, "session_id").items()
-            ],
-            "by_model": [{"model": k, **_figures(v)} for k, v in _grouped(lines, "model").items()],
-        }
-    )
+    return UsageReport.model_validate(usage_report(lines, first.isoformat(), last.isoformat()))
