@@ -22,10 +22,17 @@ def turn_budgets(deps: HarnessDeps) -> Budgets | None:
     return None if merged is None or merged.empty else merged
 
 
-def _spent(deps: HarnessDeps, storage: Storage, state: OperationState, budgets: Budgets) -> Spent:
+def _spent(
+    deps: HarnessDeps,
+    storage: Storage,
+    state: OperationState,
+    budgets: Budgets,
+    *,
+    daily: bool = True,
+) -> Spent:
     session = storage.get_stats().cost_micros if budgets.session_cost is not None else 0
     days = DayTotals()
-    if budgets.daily and deps.ledger is not None:
+    if daily and budgets.daily and deps.ledger is not None:
         days = deps.ledger.day_totals(state.user_id, utc_day(deps.clock()))
     return Spent(state.usage, session, days.user_micros, days.deployment_micros)
 
@@ -71,8 +78,9 @@ def charge_round(
 
 def check_after_round(deps: HarnessDeps, storage: Storage, settled: OperationState) -> str | None:
     """The error when what the turn measured so far (`settled`: the state after the round)
-    is over a budget."""
+    is over its turn or session budget. The daily counters are not read again here: the next
+    round's check (or the next turn's start) reads them, which saves a request a round."""
     budgets = turn_budgets(deps)
     if budgets is None:
         return None
-    return over_budget(budgets, _spent(deps, storage, settled, budgets))
+    return over_budget(budgets, _spent(deps, storage, settled, budgets, daily=False))
