@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.aws_template import create_bucket, create_table
 from turnkeep import Agent
-from turnkeep.aws_clients import shared_client
 from turnkeep.envelope import open_envelope_store
 from turnkeep.harness import HarnessDeps, HarnessLimits, run_turn
+from turnkeep.plumbing.clients import shared_client
 from turnkeep.providers.scripted import ScriptedProvider
 from turnkeep.spend.budgets import Budgets
 from turnkeep.spend.factory import open_ledger

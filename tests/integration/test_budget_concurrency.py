@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from moto import mock_aws
 
-from tests.integration.turns_support import USER, make_harness
+from tests.integration.turns_support import USER, make_turn_harness
 from tests.support.aws_template import create_table
 from tests.support.envelope_stores import SerializedClient, moto_dynamodb_client
 from turnkeep import Agent
@@ -43,7 +43,7 @@ def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SpendLedg
 def test_twenty_concurrent_turns_of_a_user_overrun_a_daily_budget_by_at_most_the_rounds_in_flight(
     tmp_path: Path, ledger: SpendLedger
 ) -> None:
-    h = make_harness(tmp_path, "sqlite")
+    h = make_turn_harness(tmp_path, "sqlite")
     h.deps.agent = Agent(
         model_settings={"price": "1,1"}, budgets={"user_daily_cost": f"{BUDGET_MICROS / 1e6:.6f}"}
     )

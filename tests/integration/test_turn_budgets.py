@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.turns_support import USER, Harness, make_harness
+from tests.integration.turns_support import USER, Harness, make_turn_harness
 from turnkeep import Agent
 from turnkeep.harness import TurnResult, run_turn
 from turnkeep.spend.budgets import Budgets
@@ -21,7 +21,7 @@ PRICE = "1,1"
 
 
 def _harness(tmp_path: Path, backend: str, **budgets: object) -> Harness:
-    h = make_harness(tmp_path, backend)
+    h = make_turn_harness(tmp_path, backend)
     h.deps.agent = Agent(model_settings={"price": PRICE}, budgets=budgets)
     h.deps.ledger = MemoryLedger() if backend == "memory" else SqliteLedger(str(tmp_path / "l.db"))
     return h
@@ -51,7 +51,7 @@ def test_a_round_that_measures_over_the_budget_fails_the_turn_and_keeps_its_repl
 ) -> None:
     # Output at $1,000 / Mtok (1,000 micro-dollars a token), capped at 1 token: the worst case
     # is $0.001, but the scripted model ignores the cap and replies with more tokens.
-    h = make_harness(tmp_path, backend)
+    h = make_turn_harness(tmp_path, backend)
     h.deps.agent = Agent(
         model_settings={"price": "0,1000", "max_tokens": 1}, budgets={"turn_cost": "0.0015"}
     )

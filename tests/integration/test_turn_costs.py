@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.turns_support import USER, make_harness
+from tests.integration.turns_support import USER, make_turn_harness
 from turnkeep import Agent
 from turnkeep.harness import run_turn
 from turnkeep.providers.prices import parse_price
@@ -20,7 +20,7 @@ PRICE = "2,10,0.2,2.5"
 def test_each_round_is_priced_and_the_turn_and_session_sum_the_rounds(
     tmp_path: Path, backend: str
 ) -> None:
-    h = make_harness(tmp_path, backend)
+    h = make_turn_harness(tmp_path, backend)
     h.deps.agent = Agent(model_settings={"price": PRICE})
 
     first = run_turn(h.deps, h.session_id, USER, 'call echo {"text": "x"}', op_id="op-a")
@@ -42,7 +42,7 @@ def test_each_round_is_priced_and_the_turn_and_session_sum_the_rounds(
 
 
 def test_a_turn_of_an_unpriced_local_model_costs_zero(tmp_path: Path) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
 
     result = run_turn(h.deps, h.session_id, USER, "hello there")
 

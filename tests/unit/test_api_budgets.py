@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.api_client import ApiHarness, auth, make_harness
+from tests.support.api_client import ApiHarness, auth, make_api_harness
 from turnkeep import Agent
 from turnkeep.api import ApiSettings
 from turnkeep.runtime.settings import TurnkeepSettings
@@ -23,7 +23,7 @@ def _api(**budgets: str) -> Iterator[ApiHarness]:
             **budgets,  # type: ignore[arg-type]
         )
 
-    for api in make_harness(turnkeep=settings, settings=ApiSettings(turn_start_limit=1_000)):
+    for api in make_api_harness(turnkeep=settings, settings=ApiSettings(turn_start_limit=1_000)):
         # 1 micro-dollar a token: a turn of the scripted model costs some hundreds.
         api.runtime.deps.agent = Agent(model_settings={"price": "1,1"})
         yield api

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.api_client import ApiHarness, auth, make_harness
+from tests.support.api_client import ApiHarness, auth, make_api_harness
 from turnkeep import Agent
 from turnkeep.providers.base import Usage
 from turnkeep.spend.ledger import Charge, utc_day
@@ -15,7 +15,7 @@ from turnkeep.spend.ledger import Charge, utc_day
 
 @pytest.fixture
 def priced_api() -> Iterator[ApiHarness]:
-    for api in make_harness():
+    for api in make_api_harness():
         api.runtime.deps.agent = Agent(model_settings={"price": "1,2"})
         yield api
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.api_client import auth, make_harness
+from tests.support.api_client import auth, make_api_harness
 from turnkeep import Agent
 from turnkeep.cli import main
 from turnkeep.cli.demo import DEMO_USER
@@ -52,7 +52,7 @@ def test_a_malformed_day_is_a_usage_error_naming_it(capsys: pytest.CaptureFixtur
 
 
 def test_usage_with_url_prints_the_apis_report_of_the_caller() -> None:
-    for api in make_harness():
+    for api in make_api_harness():
         api.runtime.deps.agent = Agent(model_settings={"price": "1,1"})
         sid = api.session()
         turn = api.start(sid, "hello there")

@@ -7,7 +7,7 @@ aws://?table=T[&region=R][&endpoint=URL]    items in the DynamoDB session table
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 from turnkeep.spend.ledger import SpendLedger, memory_ledger
 
@@ -24,15 +24,11 @@ def open_ledger(url: str) -> SpendLedger:
 
         return SqliteLedger(parts.path)
     if parts.scheme == "aws":
-        params = {name: values[-1] for name, values in parse_qs(parts.query).items()}
-        table = params.get("table", "")
-        if not table:
-            raise ValueError(f"ledger URL {url!r} needs ?table=<DynamoDB table>")
-        from turnkeep.aws_clients import shared_client
+        from turnkeep.envelope.factory import dynamo_table_of
         from turnkeep.spend.ledger_dynamodb import DynamoLedger
 
-        client = shared_client("dynamodb", params.get("region", ""), params.get("endpoint", ""))
-        return DynamoLedger(client, table)
+        where = dynamo_table_of(url)  # the one parser of the envelope URL
+        return DynamoLedger(where.client(), where.table)
     raise ValueError(
         f"ledger URL {url!r} has unknown scheme {parts.scheme!r}; "
         "use memory://, sqlite:/// or aws://?table="

@@ -10,9 +10,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final
 
+from turnkeep.plumbing.sqlite_wal import use_wal
 from turnkeep.providers.base import Usage
 from turnkeep.spend.ledger import Charge, DayTotals, SpendLedger, UsageLine
-from turnkeep.storage.sqlite_wal import use_wal
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS spend_charges (key TEXT PRIMARY KEY) WITHOUT ROWID;

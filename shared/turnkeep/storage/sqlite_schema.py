@@ -8,12 +8,12 @@ import os
 import sqlite3
 from typing import Final, Literal
 
+from turnkeep.plumbing.sqlite_wal import use_wal
 from turnkeep.storage.errors import (
     StorageConflictError,
     StorageCorruptionError,
     StorageUnavailableError,
 )
-from turnkeep.storage.sqlite_wal import use_wal
 
 SCHEMA_VERSION: Final = 2
 """2: costs are integer micro-dollars; usage rows name their turn and mark estimates."""
