@@ -19,7 +19,7 @@ from turnkeep.harness.transcript import TranscriptCache
 from turnkeep.notes import working_notes_tools
 from turnkeep.providers.base import ModelProvider
 from turnkeep.spend.budgets import Budgets
-from turnkeep.spend.ledger import SpendLedger
+from turnkeep.spend.ledger import Charge, SpendLedger
 from turnkeep.storage import Storage
 from turnkeep.tools.base import Tool
 from turnkeep.tools.isolation import InProcessRunner, ToolRunner
@@ -165,6 +165,9 @@ class HarnessDeps:
     ledger: SpendLedger | None = None
     """Where each priced round is charged to its user's UTC day (None: not charged; the daily
     budgets then have nothing to read; docs/usage.md)."""
+    on_charge: Callable[[Charge], None] | None = None
+    """Sees each round the ledger counted (once; not a redelivery): the Lambdas publish it as
+    CloudWatch metrics (turnkeep/aws_lambda/spend_metrics.py)."""
     budgets: Budgets | None = None
     """The deployment's budgets (settings, template parameters); the agent's own apply too."""
     live: LiveSink | None = None

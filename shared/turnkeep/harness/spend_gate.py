@@ -73,7 +73,9 @@ def charge_round(
     if deps.ledger is None or not (usage.input_tokens or usage.output_tokens):
         return
     day = utc_day(deps.clock())
-    deps.ledger.charge(Charge(key, state.user_id, state.session_id, model, day, usage))
+    charge = Charge(key, state.user_id, state.session_id, model, day, usage)
+    if deps.ledger.charge(charge) and deps.on_charge is not None:
+        deps.on_charge(charge)
 
 
 def check_after_round(deps: HarnessDeps, storage: Storage, settled: OperationState) -> str | None:
