@@ -64,6 +64,10 @@ def _deps(storage_url: str, envelope_url: str, *, budgets: bool) -> HarnessDeps:
     )
 
 
+LAST_CALLS: dict[str, dict[str, int]] = {}
+"""The requests of the last measured turn of each AWS case, by operation."""
+
+
 def _turns(deps: HarnessDeps, count: int, counter: RequestCounter | None) -> tuple[float, float]:
     """Median ms and median requests of `count` turns in one session."""
     session = f"s-{uuid.uuid4().hex[:10]}"
@@ -78,6 +82,8 @@ def _turns(deps: HarnessDeps, count: int, counter: RequestCounter | None) -> tup
         times.append((time.perf_counter() - started) * 1000)
         assert result.status == "completed", result.error
         requests.append(counter.total if counter is not None else 0)
+    if counter is not None:
+        LAST_CALLS["budgets" if deps.ledger is not None else "off"] = dict(counter.calls)
     return statistics.median(times), statistics.median(requests)
 
 
@@ -133,6 +139,11 @@ def main() -> None:
         print(
             f"{name:<12} {'ratio':<8} {on_ms / off_ms:>8.2f}x (+{on_ms - off_ms:.2f} ms{req_text})"
         )
+    off, on = LAST_CALLS.get("off", {}), LAST_CALLS.get("budgets", {})
+    added = {k: on.get(k, 0) - off.get(k, 0) for k in sorted({*off, *on})}
+    print(
+        "aws requests budgets add, by operation (last turn):", {k: v for k, v in added.items() if v}
+    )
 
 
 if __name__ == "__main__":
