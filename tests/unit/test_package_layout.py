@@ -79,6 +79,7 @@ ENGINE = {
     "mcp",
     "notes",
     "agent",
+    "spend",
     "harness",
     "telemetry",
 }

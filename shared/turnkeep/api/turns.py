@@ -8,6 +8,7 @@ from typing import Annotated, cast
 from fastapi import APIRouter, Query, Response
 
 from turnkeep.api.approvals import wake
+from turnkeep.api.budgets import refuse_over_daily_budget
 from turnkeep.api.context import ApiContext, Ctx, SessionId, TurnId, User
 from turnkeep.api.errors import ApiError, not_found
 from turnkeep.api.model_choice import check_model
@@ -109,6 +110,7 @@ def start(
     check_model(ctx, body.model)
     _check_settings(ctx, body)
     deps = ctx.runtime.deps
+    refuse_over_daily_budget(deps, user, ctx.now_ms() / 1000)
     op_id = new_op_id()
     with ctx.storage(session_id) as storage:
         # The envelope and the branch head in one read where the stores share a table.

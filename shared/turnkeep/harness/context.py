@@ -46,8 +46,10 @@ from turnkeep.providers.compaction import (
     summary_message,
 )
 from turnkeep.providers.context import ContextWindow
+from turnkeep.providers.prices import Price
 from turnkeep.providers.settings import ModelSettings
-from turnkeep.storage import JsonValue, UsageRow, Write, insert_entry, insert_usage, set_value
+from turnkeep.spend.pricing import price_for, priced, usage_row
+from turnkeep.storage import JsonValue, Write, insert_entry, insert_usage, set_value
 
 CHARS_PER_TOKEN: Final = 4
 MESSAGE_OVERHEAD_TOKENS: Final = 4
@@ -264,7 +266,14 @@ def prepare_round(
     writes: list[Write] = []
     shrink_started = clock()
     if plan.action == "compaction":
-        summary, usage, writes = _compaction(provider, plan, view.calibration, target)
+        summary, usage, writes = _compaction(
+            provider,
+            plan,
+            view.calibration,
+            target,
+            price=price_for(provider, settings),
+            op_id=op_id,
+        )
     messages: list[Message] = []
     if summary:
         messages.append(summary_message(summary))
@@ -291,7 +300,13 @@ def prepare_round(
 
 
 def _compaction(
-    provider: ModelProvider, plan: ContextPlan, calibration: float, target: int | None
+    provider: ModelProvider,
+    plan: ContextPlan,
+    calibration: float,
+    target: int | None,
+    *,
+    price: Price,
+    op_id: str,
 ) -> tuple[str, Usage, list[Write]]:
     """The compaction's summary, the tokens it used and the usage row that records them."""
     window = provider.context
@@ -299,14 +314,8 @@ def _compaction(
     # compaction request must stay under the target too.
     limit = window.input_budget if target is None else min(window.input_budget, target)
     summary, usage = _compact(provider, plan, calibration, window.input_budget, limit)
-    row = UsageRow(
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_tokens=usage.cache_read_tokens,
-        cache_write_tokens=usage.cache_write_tokens,
-        model=getattr(provider, "name", None),
-    )
-    return summary, usage, [insert_usage(row)]
+    usage = priced(usage, price)
+    return summary, usage, [insert_usage(usage_row(usage, getattr(provider, "name", None), op_id))]
 
 
 def _add_marker(

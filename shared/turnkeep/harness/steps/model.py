@@ -28,6 +28,7 @@ from turnkeep.harness.source_notices import (
     round_notices,
 )
 from turnkeep.harness.spans import compaction_span_of, round_span
+from turnkeep.harness.spend_gate import charge_round, check_before_round, worst_case
 from turnkeep.harness.state import (
     OperationState,
     call_address,
@@ -39,7 +40,7 @@ from turnkeep.harness.state import (
     response_id,
     result_address,
 )
-from turnkeep.harness.steps.common import cancelling, open_session
+from turnkeep.harness.steps.common import cancelling, open_session, turn_model_settings
 from turnkeep.harness.steps.model_outputs import ended_output, fail_output, output_for_record
 from turnkeep.harness.steps.settlement import (
     recorded_output,
@@ -89,6 +90,9 @@ def model_step(
         prepared = _prepare_round(deps, storage, begun, on_event)
         if isinstance(prepared, ModelStepOutput):
             return prepared
+        over = _over_budget(deps, storage, prepared)
+        if over is not None:
+            return _fail(prepared.state, over)
         started = deps.clock()
         with round_span(prepared.state, prepared.provider, prepared.request.request) as span:
             streamed = _call_provider(deps, storage, prepared, on_event)
@@ -281,13 +285,12 @@ class _RoundShape:
         self._view = deps.transcripts.branch_view(storage, results.committed_head)
         self._deps, self._state, self._provider = deps, state, provider
         self._head, self._tools, self._pending = results.head, tools, results.parts
-        recorded = state.model_settings
-        settings = (
-            ModelSettings.model_validate(recorded)
-            if recorded is not None
-            else deps.agent.model_settings
-        )
-        self._settings = settings if settings != ModelSettings() else None
+        self._settings = turn_model_settings(deps, state)
+
+    @property
+    def settings(self) -> ModelSettings | None:
+        """The turn's model settings (None: the defaults)."""
+        return self._settings
 
     def prepare(self, *, target: int | None = None) -> PreparedRound:
         return prepare_round(
@@ -304,6 +307,14 @@ class _RoundShape:
             settings=self._settings,
             clock=self._deps.clock,
         )
+
+
+def _over_budget(deps: HarnessDeps, storage: Storage, round_: _Prepared) -> str | None:
+    """The budget error of a round whose worst case (with its compaction's usage, already
+    spent) would go over a budget (docs/usage.md, "Budgets")."""
+    prepared = round_.request
+    worst = worst_case(round_.provider, prepared.request, round_.shape.settings, prepared.tokens)
+    return check_before_round(deps, storage, round_.state, worst + prepared.usage)
 
 
 def _context_failure(exc: Exception) -> str:
@@ -521,6 +532,8 @@ def _settle_streamed(
     prepared, state = round_.request, round_.state
     usage = prepared.usage
     if usage.input_tokens or usage.output_tokens:
+        compaction = f"{state.op_id}:c{state.round}"
+        charge_round(deps, state, compaction, usage, getattr(round_.provider, "name", ""))
         state = state.model_copy(update={"usage": state.usage + usage})
     return settle_response(
         deps,

@@ -4,12 +4,14 @@ one), the previous round's tool results, usage, call states and the new op state
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.envelope_io import commit_mirrored
 from turnkeep.harness.errors import StepInputError
 from turnkeep.harness.io import ModelStepOutput, NextAction
 from turnkeep.harness.recovery import Settlement, interrupted_response_writes
+from turnkeep.harness.spend_gate import charge_round, check_after_round
 from turnkeep.harness.state import (
     CallState,
     OperationState,
@@ -19,16 +21,16 @@ from turnkeep.harness.state import (
     op_address,
     response_id,
 )
-from turnkeep.harness.steps.common import progress_patch
+from turnkeep.harness.steps.common import progress_patch, turn_model_settings
 from turnkeep.harness.steps.model_outputs import ended_output, fail_output
 from turnkeep.harness.transcript import entry_data, message_from_json, usage_json
 from turnkeep.providers.base import Message, ModelResponse
+from turnkeep.spend.pricing import price_for, priced, usage_row
 from turnkeep.storage import (
     MESSAGE_ENTRY_TYPE,
     GuardFailedError,
     JsonValue,
     Storage,
-    UsageRow,
     Write,
     insert_entry,
     insert_usage,
@@ -57,6 +59,11 @@ def settle_response(
     `frames_written`: the round wrote frames, so the same transaction retires their scope.
     """
     op = state.op_id
+    price = price_for(deps.provider_for(state.model), turn_model_settings(deps, state))
+    response = replace(response, usage=priced(response.usage, price))
+    # Charged before the commit, once per round key: the call was made and paid for even if
+    # the turn ended meanwhile, and a redelivery charges nothing twice.
+    charge_round(deps, state, response_id(op, state.round), response.usage, response.model)
     call_ids = [c.id for c in response.message.tool_calls]
     if len(set(call_ids)) != len(call_ids):
         repeated = sorted(c for c, n in Counter(call_ids).items() if n > 1)
@@ -80,7 +87,7 @@ def settle_response(
             "last_entry_id": response_id(op, state.round),
         }
     )
-    return _commit_round(
+    output = _commit_round(
         deps,
         storage,
         state,
@@ -91,6 +98,11 @@ def settle_response(
         wrap_up=wrap_up,
         frames_written=frames_written,
     )
+    if output.next == "done":
+        return output
+    over = check_after_round(deps, storage, new_state)
+    # The round's text is stored; failing now keeps it and runs none of its tool calls.
+    return output if over is None else fail_output(state.session_id, op, output.next_round, over)
 
 
 def _response_writes(
@@ -120,15 +132,7 @@ def _response_writes(
     return [
         insert_entry(entry_id, head, MESSAGE_ENTRY_TYPE, data),
         set_value(head_address(), entry_id),
-        insert_usage(
-            UsageRow(
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cache_read_tokens=usage.cache_read_tokens,
-                cache_write_tokens=usage.cache_write_tokens,
-                model=response.model or None,
-            )
-        ),
+        insert_usage(usage_row(usage, response.model, state.op_id)),
     ]
 
 

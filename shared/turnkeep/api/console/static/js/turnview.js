@@ -51,12 +51,21 @@ function args(raw) {
   }
 }
 
-/** The one-line status of a turn: `completed · 2 rounds · 40 in / 12 out tokens`. */
+/** Integer micro-dollars as `$0.000123` (docs/usage.md: costs are never floats). */
+export function dollars(micros) {
+  const value = BigInt(Math.max(0, Math.trunc(Number(micros) || 0)));
+  const whole = value / 1000000n;
+  const part = (value % 1000000n).toString().padStart(6, "0");
+  return `$${whole}.${part}`;
+}
+
+/** The one-line status of a turn: `completed · 2 rounds · 40 in / 12 out tokens · $0.000052`. */
 export function statusText(view) {
   const rounds = Number(view.rounds || 0);
   const usage = view.usage || {};
   let text = `${view.status} · ${rounds} round${rounds === 1 ? "" : "s"}`;
   text += ` · ${usage.input_tokens || 0} in / ${usage.output_tokens || 0} out tokens`;
+  if (usage.cost_micros) text += ` · ${dollars(usage.cost_micros)}`;
   return text;
 }
 
