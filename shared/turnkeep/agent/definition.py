@@ -13,6 +13,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from turnkeep.agent.function_tool import ToolDefinitionError, function_tool
+from turnkeep.agent.subagent import (
+    DEFAULT_MAX_AGENT_DEPTH,
+    SubAgent,
+    as_subagent,
+    subagent_depth,
+)
 from turnkeep.notes.tools import WORKING_NOTES_TOOL_NAMES
 from turnkeep.providers.settings import ModelSettings
 from turnkeep.system_prompt import DEFAULT_SYSTEM_PROMPT
@@ -81,6 +87,36 @@ def _check_declared_names(agent: str, tool_names: set[str], sources: Sequence[To
             owners[final] = f"tool {original!r} of source {source.name!r}"
 
 
+def _subagents(
+    agent: str,
+    agents: Sequence[Agent | SubAgent],
+    tool_names: set[str],
+    sources: Sequence[ToolSource],
+    max_depth: int,
+) -> tuple[SubAgent, ...]:
+    """The sub-agents, each named by the tool-name rule and no tool's or source's name."""
+    if isinstance(agents, (str, bytes)) or not isinstance(agents, Sequence):
+        raise AgentDefinitionError(f"agent {agent!r}: agents must be a list")
+    if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 0:
+        raise AgentDefinitionError(f"agent {agent!r}: max_agent_depth must be an integer >= 0")
+    subs: list[SubAgent] = []
+    taken = set(tool_names) | WORKING_NOTES_TOOL_NAMES | {READ_TOOL_RESULT}
+    declared = {source_tool_name(s.name, t) for s in sources for t in (declared_tools(s) or ())}
+    for item in agents:
+        try:
+            sub = as_subagent(agent, item)
+        except ValueError as exc:
+            raise AgentDefinitionError(str(exc)) from None
+        if sub.name in taken or sub.name in declared:
+            raise AgentDefinitionError(
+                f"agent {agent!r}: sub-agent name {sub.name!r} is another tool's name too: "
+                "rename one (agent.as_tool(name=...))"
+            )
+        taken.add(sub.name)
+        subs.append(sub)
+    return tuple(subs)
+
+
 class Agent:
     """What a turn runs: instructions, tools, tool sources (MCP servers) and model settings.
 
@@ -95,11 +131,13 @@ class Agent:
     """
 
     __slots__ = (
+        "agents",
         "allowed_models",
         "builtin_names",
         "deps",
         "description",
         "instructions",
+        "max_agent_depth",
         "mcp_servers",
         "model",
         "model_settings",
@@ -121,6 +159,8 @@ class Agent:
         model_settings: ModelSettings | Mapping[str, Any] | None = None,
         turn_settings: Collection[str] = DEFAULT_TURN_SETTINGS,
         deps: object = None,
+        agents: Sequence[Agent | SubAgent] = (),
+        max_agent_depth: int = DEFAULT_MAX_AGENT_DEPTH,
         _builtin: Collection[str] = (),  # the demo agent's: labelled `builtin` on GET /agent
     ) -> None:
         problem = tool_name_problem(name, "agent name")
@@ -173,6 +213,7 @@ class Agent:
                 )
             source_names.add(source.name)
         _check_declared_names(name, seen, sources)
+        subs = _subagents(name, agents, seen, sources, max_agent_depth)
         for spec in (model, *allowed_models):
             if spec is not None and (not isinstance(spec, str) or not spec.strip()):
                 raise AgentDefinitionError(f"agent {name!r}: a model spec must be non-blank text")
@@ -193,11 +234,27 @@ class Agent:
         self.turn_settings: frozenset[str] = frozenset(turn_settings)
         self.builtin_names: frozenset[str] = frozenset(_builtin)
         self.deps = deps
+        self.agents: tuple[SubAgent, ...] = subs
+        self.max_agent_depth = max_agent_depth
+        try:
+            subagent_depth(self, subs, max_agent_depth)
+        except ValueError as exc:
+            raise AgentDefinitionError(str(exc)) from None
 
     def __repr__(self) -> str:
         return (
             f"Agent(name={self.name!r}, tools={[t.name for t in self.tools]}, "
             f"mcp_servers={[s.name for s in self.mcp_servers]}, model={self.model!r})"
+        )
+
+    def as_tool(self, *, name: str | None = None, description: str | None = None) -> SubAgent:
+        """This agent as a sub-agent of another: a tool `{"input": "<task>"}` named `name`
+        (default the agent's name), described by `description` (default its description)."""
+        text = description if description is not None else self.description
+        return SubAgent(
+            name=name if name is not None else self.name,
+            description=text or f"Hand a task to the {self.name} agent; it returns its answer.",
+            agent=self,
         )
 
     @property
@@ -206,7 +263,10 @@ class Agent:
         return self.instructions if self.instructions is not None else DEFAULT_SYSTEM_PROMPT
 
     def tool_source(self, tool_name: str) -> str:
-        """Where a tool of this agent comes from: `builtin` or `function` (console label)."""
+        """Where a tool of this agent comes from: `builtin`, `function` or `agent` (a
+        sub-agent; console label)."""
+        if any(sub.name == tool_name for sub in self.agents):
+            return "agent"
         return "builtin" if tool_name in self.builtin_names else "function"
 
     def turn_model_settings(self, override: Mapping[str, Any] | None) -> ModelSettings:

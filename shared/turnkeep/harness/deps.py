@@ -182,5 +182,9 @@ class HarnessDeps:
         notes = working_notes_tools(self.envelopes, user_id, session_id)
         extra = self.tools(session_id, user_id) if self.tools is not None else None
         registry = session_registry(self.agent, notes, extra)
+        if self.agent.agents:
+            from turnkeep.harness.subagents import subagent_tools  # it drives turns: deferred
+
+            registry.extend(subagent_tools(self), source="agent")
         registry.register(read_tool_result_tool(self.open_storage, session_id), source="builtin")
         return registry

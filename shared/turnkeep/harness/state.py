@@ -124,6 +124,8 @@ class CallState(_Model):
     approval: CallApproval | None = None
     started_at: float | None = None
     """When the delivery now running it claimed it (its lease: docs/harness.md)."""
+    child: dict[str, Any] | None = None
+    """A sub-agent call's child turn once it ended (`turnkeep.harness.subagents.ChildTurn`)."""
 
 
 class TurnRecord(_Model):

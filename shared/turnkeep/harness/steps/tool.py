@@ -194,7 +194,12 @@ def _run(
     if cleared.note is not None:  # the model learns its arguments were changed
         content = f"{cleared.note}\n{content}"
     done = started.model_copy(
-        update={"phase": "done", "content": content, "is_error": result.is_error}
+        update={
+            "phase": "done",
+            "content": content,
+            "is_error": result.is_error,
+            "child": ctx.extras.get("child"),
+        }
     )
     if _claim(storage, state.op_id, done, started_seq, state_writes(ctx.state)) is None:
         return tool_output(inp, "skipped")  # the turn ended meanwhile
