@@ -185,3 +185,27 @@ def test_cancelling_the_parent_cancels_the_child_and_both_end_aborted(tmp_path: 
     envelope = h.envelopes.get(child_session)
     assert envelope is not None
     assert envelope.meta.get("turnStatus") == "aborted"
+
+
+def test_a_child_turns_usage_is_rolled_up_into_the_parents_and_shown_apart(
+    tmp_path: Path,
+) -> None:
+    h = make_harness(tmp_path)
+    h.deps.agent = _triage()
+    alone = make_harness(tmp_path)
+    alone.deps.agent = WRITER  # the same turn, run on its own
+
+    result = run_turn(h.deps, h.session_id, USER, _call("writer", "draft v2"))
+    child = run_turn(alone.deps, alone.session_id, USER, "draft v2")
+
+    assert result.subagent_usage == child.usage
+    assert result.subagent_usage.input_tokens > 0
+    own = result.usage.input_tokens - result.subagent_usage.input_tokens
+    assert own > 0
+    assert result.usage.input_tokens == own + child.usage.input_tokens
+    assert json.loads(h.meta()["usage"])["input_tokens"] == result.usage.input_tokens
+    (part,) = _results(h.transcript())
+    with h.storage() as storage:
+        (entry,) = storage.get_entries([f"{result.op_id}:r0:{part.call_id}"])
+    assert entry.data["subagent"]["agent"] == "writer"
+    assert entry.data["subagent"]["status"] == "completed"

@@ -27,7 +27,11 @@ class TurnView(BaseModel):
     finished: bool
     error: str | None = None
     rounds: int = Field(description="model rounds settled so far")
-    usage: Usage
+    usage: Usage = Field(description="the turn's usage, its sub-agents' child turns included")
+    subagent_usage: Usage | None = Field(
+        default=None,
+        description="the part of `usage` its sub-agents' child turns used (null: none ran)",
+    )
 
 
 class Delta(BaseModel):

@@ -103,6 +103,9 @@ class TurnResult(StepIO):
     final_entry_id: str | None = None
     rounds: int = 0
     usage: Usage = Field(default_factory=Usage)
+    """Sub-agents' child turns included."""
+    subagent_usage: Usage = Field(default_factory=Usage)
+    """The part of `usage` the turn's sub-agents used."""
     awaiting_call_ids: list[str] = Field(default_factory=list)
     """status `awaiting_approval` (a paused turn, not an end): the calls waiting for a person."""
     approval_wait_seconds: int | None = None

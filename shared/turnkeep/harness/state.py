@@ -80,6 +80,9 @@ class OperationState(_Model):
     interrupted_rounds: int = 0
     """Consecutive model rounds recorded as interrupted (reset by a complete response)."""
     usage: Usage = Field(default_factory=Usage)
+    """The turn's usage, its sub-agents' child turns included."""
+    subagent_usage: Usage = Field(default_factory=Usage)
+    """The part of `usage` its sub-agents' child turns used (shown apart)."""
     last_entry_id: str | None = None
 
 
@@ -137,6 +140,7 @@ class TurnRecord(_Model):
     final_entry_id: str | None = None
     rounds: int = 0
     usage: Usage = Field(default_factory=Usage)
+    subagent_usage: Usage = Field(default_factory=Usage)
     finished_at: float
 
 
