@@ -17,15 +17,16 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
+from turnkeep.agent.definition import Agent
 from turnkeep.agent.subagent import SubAgent, SubAgentInput
 from turnkeep.envelope import EnvelopeExistsError
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import HarnessError
-from turnkeep.harness.io import StartTurnInput, TurnResult
-from turnkeep.harness.state import load_record
+from turnkeep.harness.io import StartTurnInput
+from turnkeep.harness.state import CALL_NS, CallState, TurnRecord, load_record
 from turnkeep.harness.transcript import entry_message
 from turnkeep.providers.base import Usage
-from turnkeep.storage import set_value, value
+from turnkeep.storage import Storage, set_value, value
 from turnkeep.tools.base import Tool, ToolContext, ToolResult
 
 PARENT_NS: Final = "subagent.parent"
@@ -80,41 +81,79 @@ def child_deps(deps: HarnessDeps, sub: SubAgent) -> HarnessDeps:
 
 
 def run_child(deps: HarnessDeps, sub: SubAgent, task: str, ctx: ToolContext) -> ToolResult:
-    """Start (or find again) the call's child turn, drive it to its end, answer its result.
+    """Start (or find again) the call's child turn, drive it to its end here, answer its
+    result (in-process: `turnkeep serve`, `chat`; docs/agent.md, "Sub-agents").
 
     `ctx.extras["child"]` receives the `ChildTurn` so the tool step can record it."""
     from turnkeep.harness.orchestrator import resume_turn
+
+    link, inner = start_child(
+        deps, sub, task, session_id=ctx.session_id, op_id=ctx.operation_id, call_id=ctx.call_id
+    )
+    result = resume_turn(
+        inner,
+        link.session_id,
+        link.op_id,
+        before_step=lambda: follow_parent_cancel(deps, inner, link),
+    )
+    ended = link.model_copy(
+        update={"status": result.status, "usage": dataclasses.asdict(result.usage)}
+    )
+    ctx.extras["child"] = ended.model_dump(mode="json")
+    return answer(inner, sub, ended, result.status, result.error)
+
+
+def start_child(
+    deps: HarnessDeps, sub: SubAgent, task: str, *, session_id: str, op_id: str, call_id: str
+) -> tuple[ChildTurn, HarnessDeps]:
+    """The call's child session and started child turn (both made once: a delivery that runs
+    again finds them), and the harness that runs it."""
     from turnkeep.harness.steps import start_turn
 
-    session_id, op_id = child_ids(ctx.session_id, ctx.operation_id, ctx.call_id)
+    user_id = _parent_user(deps, session_id)
+    child_session, child_op = child_ids(session_id, op_id, call_id)
     link = ChildTurn(
         agent=sub.name,
-        session_id=session_id,
-        op_id=op_id,
-        parent_session_id=ctx.session_id,
-        parent_op_id=ctx.operation_id,
-        call_id=ctx.call_id,
+        session_id=child_session,
+        op_id=child_op,
+        parent_session_id=session_id,
+        parent_op_id=op_id,
+        call_id=call_id,
     )
     inner = child_deps(deps, sub)
-    _ensure_child_session(inner, link, ctx.user_id)
+    _ensure_child_session(inner, link, user_id)
     start_turn(
         inner,
         StartTurnInput(
-            session_id=session_id,
-            op_id=op_id,
-            user_id=ctx.user_id,
+            session_id=child_session,
+            op_id=child_op,
+            user_id=user_id,
             text=task,
             model=sub.agent.model,
         ),
     )
-    result = resume_turn(
-        inner, session_id, op_id, before_step=lambda: follow_parent_cancel(deps, inner, link)
-    )
-    link = link.model_copy(
-        update={"status": result.status, "usage": dataclasses.asdict(result.usage)}
-    )
-    ctx.extras["child"] = link.model_dump(mode="json")
-    return _answer(inner, sub, link, result)
+    return link, inner
+
+
+def _parent_user(deps: HarnessDeps, session_id: str) -> str:
+    envelope = deps.envelopes.get(session_id)
+    if envelope is None:
+        raise HarnessError(f"session {session_id!r} does not exist")
+    return envelope.owner_id
+
+
+def child_record(deps: HarnessDeps, link: ChildTurn) -> TurnRecord | None:
+    """The child turn's terminal record, None while it runs."""
+    storage = deps.open_storage(link.session_id)
+    try:
+        return load_record(storage, link.op_id)
+    finally:
+        storage.close()
+
+
+def subagent_named(agent: Agent, name: str) -> SubAgent | None:
+    """`agent`'s sub-agent offered as tool `name`, if any."""
+    return next((sub for sub in agent.agents if sub.name == name), None)
 
 
 def _ensure_child_session(deps: HarnessDeps, link: ChildTurn, user_id: str) -> None:
@@ -147,19 +186,22 @@ def follow_parent_cancel(parent: HarnessDeps, child: HarnessDeps, link: ChildTur
             return  # the child already ended, or never started
 
 
-def _answer(deps: HarnessDeps, sub: SubAgent, link: ChildTurn, result: TurnResult) -> ToolResult:
-    if result.status == "completed":
+def answer(
+    deps: HarnessDeps, sub: SubAgent, link: ChildTurn, status: str, error: str | None
+) -> ToolResult:
+    """The tool result of a child turn that ended `status` (or paused for an approval)."""
+    if status == "completed":
         return ToolResult(_final_text(deps, link) or "(the sub-agent answered with no text)")
-    if result.status == "aborted":
+    if status == "aborted":
         return ToolResult(f"Error: sub-agent {sub.name} was cancelled", True)
-    if result.status == "awaiting_approval":
+    if status == "awaiting_approval":
         # Not built yet: the parent turn would have to pause with the child (issue #31).
         return ToolResult(
             f"Error: sub-agent {sub.name} paused for a person's approval, which sub-agents "
             "do not support yet; its turn stays paused in its own session",
             True,
         )
-    return ToolResult(f"Error: sub-agent {sub.name} failed: {result.error or result.status}", True)
+    return ToolResult(f"Error: sub-agent {sub.name} failed: {error or status}", True)
 
 
 def _final_text(deps: HarnessDeps, link: ChildTurn) -> str:
@@ -178,3 +220,26 @@ def _final_text(deps: HarnessDeps, link: ChildTurn) -> str:
 def usage_of(link: ChildTurn) -> Usage:
     """The child turn's usage as recorded in its link."""
     return Usage(**link.usage) if link.usage else Usage()
+
+
+def cancel_children(deps: HarnessDeps, storage: Storage, session_id: str, op_id: str) -> list[str]:
+    """Cancel the running child turns of turn `op_id`'s unsettled sub-agent calls (each one's
+    own children too); returns the approval waits to release (docs/approvals.md)."""
+    from turnkeep.harness.steps import cancel_turn
+
+    if not deps.agent.agents:
+        return []
+    tokens: list[str] = []
+    for stored in storage.scan_values(CALL_NS, f"{op_id}/"):
+        call = CallState.model_validate(stored.value)
+        sub = subagent_named(deps.agent, call.name)
+        if sub is None or call.phase == "done":
+            continue
+        child_session, child_op = child_ids(session_id, op_id, call.call_id)
+        if deps.envelopes.get(child_session) is None:
+            continue  # not started: the cancelled parent's tool step will not start it
+        try:
+            tokens += cancel_turn(child_deps(deps, sub), child_session, child_op).wake_tokens
+        except HarnessError:
+            continue  # it ended, or never got its first commit
+    return tokens
