@@ -82,8 +82,11 @@ def test_the_express_definition_has_no_task_token_wait_and_fails_a_call_awaiting
     assert "waitForTaskToken" not in text
     assert "$$.Task.Token" not in text
     tools = json.loads(text)["States"]["RunTools"]["ItemProcessor"]["States"]
-    [rule] = tools["ToolAwaitsApproval"]["Choices"]
-    assert rule["StringEquals"] == "awaiting_approval"
+    [rule] = [
+        r
+        for r in tools["ToolAwaitsApproval"]["Choices"]
+        if r["StringEquals"] == "awaiting_approval"
+    ]
     failed = tools[rule["Next"]]
     assert failed["Type"] == "Fail"
     assert failed["Error"] == "ApprovalRequiresStandardWorkflow"

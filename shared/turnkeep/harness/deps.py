@@ -83,6 +83,12 @@ class HarnessLimits(BaseModel):
         description="the Step Functions workflow driving the turn: EXPRESS cannot wait for an "
         "approval, so a call needing one fails clearly",
     )
+    child_turns: Literal["inline", "execution"] = Field(
+        default="inline",
+        description="where a sub-agent call's child turn runs: `inline` in the tool step's "
+        "process (local), or `execution`: the tool step starts it and the state machine runs "
+        "it as a nested execution while the parent waits at zero compute (docs/agent.md)",
+    )
     tool_lease_seconds: float = Field(
         default=0.0,
         ge=0,

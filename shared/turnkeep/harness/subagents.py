@@ -15,7 +15,7 @@ import dataclasses
 import hashlib
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from turnkeep.agent.definition import Agent
 from turnkeep.agent.subagent import SubAgent, SubAgentInput
@@ -29,6 +29,9 @@ from turnkeep.providers.base import Usage
 from turnkeep.storage import Storage, set_value, value
 from turnkeep.tools.base import Tool, ToolContext, ToolResult
 
+CHILD_SESSION_PREFIX: Final = "sub-"
+"""Every child session's id starts with it (`child_ids`)."""
+
 PARENT_NS: Final = "subagent.parent"
 """Session value of a child session (key `link`): the parent session, turn and call."""
 
@@ -39,6 +42,9 @@ class ChildTurn(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     agent: str
+    path: list[str] = Field(default_factory=list)
+    """The sub-agent names from the deployment's agent down to this one (which runs the
+    child's steps where one process serves every agent: Lambda)."""
     session_id: str
     op_id: str
     parent_session_id: str
@@ -51,7 +57,7 @@ class ChildTurn(BaseModel):
 def child_ids(session_id: str, op_id: str, call_id: str) -> tuple[str, str]:
     """The child session id and child op id of one sub-agent call (deterministic)."""
     digest = hashlib.sha256(f"{session_id}\0{op_id}\0{call_id}".encode()).hexdigest()
-    return f"sub-{digest[:40]}", f"op-sub-{digest[40:64]}"
+    return f"{CHILD_SESSION_PREFIX}{digest[:40]}", f"op-sub-{digest[40:64]}"
 
 
 def subagent_tools(deps: HarnessDeps) -> list[Tool[Any]]:
@@ -112,8 +118,10 @@ def start_child(
 
     user_id = _parent_user(deps, session_id)
     child_session, child_op = child_ids(session_id, op_id, call_id)
+    parent = load_link(deps, session_id)
     link = ChildTurn(
         agent=sub.name,
+        path=[*(parent.path if parent is not None else []), sub.name],
         session_id=child_session,
         op_id=child_op,
         parent_session_id=session_id,
@@ -140,6 +148,40 @@ def _parent_user(deps: HarnessDeps, session_id: str) -> str:
     if envelope is None:
         raise HarnessError(f"session {session_id!r} does not exist")
     return envelope.owner_id
+
+
+def load_link(deps: HarnessDeps, session_id: str) -> ChildTurn | None:
+    """A child session's link to its parent call (None for any other session, which the id
+    tells without a request)."""
+    if not session_id.startswith(CHILD_SESSION_PREFIX):
+        return None
+    storage = deps.open_storage(session_id)
+    try:
+        stored = storage.get_value(value(PARENT_NS, "link"))
+    finally:
+        storage.close()
+    return ChildTurn.model_validate(stored.value) if stored is not None else None
+
+
+def deps_for_session(deps: HarnessDeps, session_id: str) -> HarnessDeps:
+    """The harness that runs `session_id`'s turns: for a child session, its sub-agent (found
+    down its link's path from `deps.agent`), else `deps`. Where one process runs the steps of
+    every agent's turns (Lambda), each step of a child turn starts here (one read)."""
+    if not deps.agent.agents:
+        return deps
+    link = load_link(deps, session_id)
+    if link is None:
+        return deps
+    agent, sub = deps.agent, None
+    for name in link.path:
+        sub = subagent_named(agent, name)
+        if sub is None:
+            raise HarnessError(
+                f"session {session_id!r} is a child turn of sub-agent "
+                f"{' -> '.join(link.path)}, which agent {deps.agent.name!r} no longer has"
+            )
+        agent = sub.agent
+    return child_deps(deps, sub) if sub is not None else deps
 
 
 def child_record(deps: HarnessDeps, link: ChildTurn) -> TurnRecord | None:
