@@ -16,7 +16,15 @@ from typing import Any
 
 import pytest
 
-from tests.support.state_machine import USER, Deployed, run_turn, scope_objects
+from tests.support.iam_policy import checked_permissions, recording_aws_calls, stack_refs
+from tests.support.state_machine import (
+    BUCKET,
+    TABLE,
+    USER,
+    Deployed,
+    run_turn,
+    scope_objects,
+)
 from turnkeep.aws_lambda import container
 from turnkeep.aws_lambda.step_events import RetryableStepError
 from turnkeep.harness import StartTurnInput, cancel_turn, start_turn
@@ -170,8 +178,7 @@ def test_cancelling_the_parent_cancels_the_running_child_and_both_end_aborted(
 def test_under_express_a_sub_agent_call_is_a_clear_tool_error(
     deployed: Deployed, flags: Path
 ) -> None:
-    monkeypatch_env = container.runtime().deps.limits
-    assert monkeypatch_env.workflow_type == "EXPRESS"
+    assert container.runtime().deps.limits.workflow_type == "EXPRESS"
 
     _op, output = run_turn(deployed, "sfn-sub-express", RESEARCH)
 
@@ -189,3 +196,21 @@ def _wait(deployed: Deployed, name: str) -> dict[str, Any]:
             return described
         assert time.monotonic() < deadline, f"execution {name} did not end"
         time.sleep(0.05)
+
+
+@STANDARD_ONLY
+def test_the_child_turn_calls_are_allowed_by_the_templates_least_privilege_policies(
+    deployed: Deployed, flags: Path
+) -> None:
+    machine = deployed.state_machine_arn.rsplit(":", 1)[-1]
+    refs = {**stack_refs(TABLE, BUCKET, machine), "AWS::StackName": machine.removesuffix("-turn")}
+    with recording_aws_calls(deployed.host.current_function) as log:
+        _op, output = run_turn(deployed, "sfn-sub-iam", RESEARCH)
+    assert output["status"] == "completed"
+
+    checked = list(checked_permissions(deployed.template, log, refs))
+    assert [(f, p) for f, p, allowed in checked if not allowed] == []
+    actions = {(f, p.action) for f, p, _ in checked}
+    # The tool step starts the child's execution; the child's last step hands the token back.
+    assert ("ToolStepFunction", "states:StartExecution") in actions
+    assert ("FinishTurnFunction", "states:SendTaskSuccess") in actions
