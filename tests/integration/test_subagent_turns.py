@@ -209,3 +209,24 @@ def test_a_child_turns_usage_is_rolled_up_into_the_parents_and_shown_apart(
         (entry,) = storage.get_entries([f"{result.op_id}:r0:{part.call_id}"])
     assert entry.data["subagent"]["agent"] == "writer"
     assert entry.data["subagent"]["status"] == "completed"
+
+
+def test_the_release_assistant_hands_changelog_writing_to_its_writer_sub_agent(
+    tmp_path: Path,
+) -> None:
+    from turnkeep_agents.release_assistant import agent
+
+    h = make_harness(tmp_path)
+    h.deps.agent = agent
+    task = 'call ticket_summary {"ticket_id": "rel-101"}'
+
+    result = run_turn(h.deps, h.session_id, USER, _call("write_changelog", task))
+
+    assert result.status == "completed"
+    (part,) = [p for p in _results(h.transcript()) if p.name == "write_changelog"]
+    assert not part.is_error
+    assert part.content.startswith("Tool ticket_summary returned: REL-101: ")
+    assert "(status done" in part.content
+    child = h.provider.requests[1]
+    assert child.system.startswith("You write the changelog of one ACME web shop release.")
+    assert [t.name for t in child.tools if t.name == "ticket_summary"] == ["ticket_summary"]
