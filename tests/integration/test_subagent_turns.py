@@ -15,7 +15,7 @@ from tests.integration.turns_support import (
     Harness,
     RecordingProvider,
     SimulatedCrash,
-    make_harness,
+    make_turn_harness,
 )
 from turnkeep import Agent, ToolContext, tool
 from turnkeep.harness import cancel_turn, resume_turn, run_turn
@@ -65,7 +65,7 @@ def _results(messages: list[Message]) -> list[ToolResultPart]:
 def test_a_sub_agent_call_runs_a_child_turn_whose_final_text_is_the_result(
     tmp_path: Path, backend: str
 ) -> None:
-    h = make_harness(tmp_path, backend)
+    h = make_turn_harness(tmp_path, backend)
     h.deps.agent = _triage()
 
     result = run_turn(
@@ -102,7 +102,7 @@ def test_a_sub_agent_call_runs_a_child_turn_whose_final_text_is_the_result(
 def test_a_sub_agent_uses_its_own_instructions_and_tools_not_the_parents(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     h.deps.agent = _triage()
 
     run_turn(h.deps, h.session_id, USER, _call("writer", "hello"))
@@ -118,7 +118,7 @@ def test_a_sub_agent_uses_its_own_instructions_and_tools_not_the_parents(
 def test_a_sub_agent_called_with_an_empty_task_is_a_tool_error_and_no_child_turn(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     h.deps.agent = _triage()
 
     result = run_turn(h.deps, h.session_id, USER, 'call writer {"input": ""}')
@@ -134,7 +134,7 @@ def test_a_sub_agent_called_with_an_empty_task_is_a_tool_error_and_no_child_turn
 def test_a_crash_mid_child_resumes_the_same_child_turn(tmp_path: Path, backend: str) -> None:
     # Request 0: the parent's round 0; request 1: the child's round 0, which dies mid-stream.
     provider = RecordingProvider(crash_after={1: 1})
-    h = make_harness(tmp_path, backend, provider=provider)
+    h = make_turn_harness(tmp_path, backend, provider=provider)
     h.deps.agent = _triage()
     op = "op-parent-1"
 
@@ -158,7 +158,7 @@ def test_a_crash_mid_child_resumes_the_same_child_turn(tmp_path: Path, backend: 
 
 
 def test_cancelling_the_parent_cancels_the_child_and_both_end_aborted(tmp_path: Path) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
 
     @tool(isolation="in_process")
     def stop_parent(ctx: ToolContext) -> str:
@@ -190,9 +190,9 @@ def test_cancelling_the_parent_cancels_the_child_and_both_end_aborted(tmp_path: 
 def test_a_child_turns_usage_is_rolled_up_into_the_parents_and_shown_apart(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     h.deps.agent = _triage()
-    alone = make_harness(tmp_path)
+    alone = make_turn_harness(tmp_path)
     alone.deps.agent = WRITER  # the same turn, run on its own
 
     result = run_turn(h.deps, h.session_id, USER, _call("writer", "draft v2"))
@@ -216,7 +216,7 @@ def test_the_release_assistant_hands_changelog_writing_to_its_writer_sub_agent(
 ) -> None:
     from turnkeep_agents.release_assistant import agent
 
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     h.deps.agent = agent
     task = 'call ticket_summary {"ticket_id": "rel-101"}'
 

@@ -147,6 +147,7 @@ def test_the_deployed_environment_gives_each_function_the_types_deadline_and_typ
     refs |= {"WorkflowType": workflow_type, "SessionTable": "t", "ProgressBucket": "b"}
     refs |= {"TurnStateMachine": "m", "TurnExpressStateMachine": "m", "AWS::Region": "us-east-1"}
     refs |= {"WebSocketApi": "ws", "AWS::URLSuffix": "amazonaws.com"}
+    refs |= {"AWS::Partition": "aws", "AWS::AccountId": "123456789012", "AWS::StackName": "s"}
     for function_id in ("ApiFunction", "ModelStepFunction", "ToolStepFunction"):
         for name in list(os.environ):
             if name.startswith("TURNKEEP_"):

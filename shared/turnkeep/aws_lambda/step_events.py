@@ -171,7 +171,7 @@ def _run(step: StepName, deps: HarnessDeps, event: Mapping[str, Any]) -> BaseMod
 def start_child_execution(name: str, payload: str) -> bool:
     """StartExecution of a sub-agent's child turn on this stack's turn state machine
     (`TURNKEEP_STATE_MACHINE_ARN`); False when an execution of that name exists already."""
-    from turnkeep.aws_clients import shared_client
+    from turnkeep.plumbing.clients import shared_client
 
     client = shared_client("stepfunctions")
     try:
@@ -185,7 +185,7 @@ def start_child_execution(name: str, payload: str) -> bool:
 
 def release_token(token: str) -> None:
     """SendTaskSuccess for a wait with nothing left to wait for (a wait already over is fine)."""
-    from turnkeep.aws_clients import shared_client
+    from turnkeep.plumbing.clients import shared_client
 
     client = shared_client("stepfunctions")
     # A wait already over (a decision released it, or it timed out) is not an error.
