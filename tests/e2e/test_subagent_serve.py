@@ -61,7 +61,8 @@ def test_kill_9_of_serve_mid_child_turn_resumes_the_child_and_both_complete(
             view = _until(lambda: _ended(client, sid, turn), "the parent turn did not end")
             page = client.get(f"/sessions/{sid}/turns/{turn}/events", params={"limit": 100})
             events = page.json()["events"]
-            (result,) = [p for e in events if e.get("role") == "tool" for p in e["parts"]]
+            (result_event,) = [e for e in events if e.get("role") == "tool"]
+            (result,) = result_event["parts"]
             child_sid, child_op = child_ids(sid, turn, result["call_id"])
             child = client.get(f"/sessions/{child_sid}/turns/{child_op}").json()
             sessions = client.get("/sessions").json()["sessions"]
@@ -72,6 +73,10 @@ def test_kill_9_of_serve_mid_child_turn_resumes_the_child_and_both_complete(
     assert result["name"] == "writer"
     assert result["content"] == "Tool wait_for_go returned: went"
     assert child["status"] == "completed"
+    # The result event names the child turn (its own events are its session's).
+    assert result_event["subagent"]["session_id"] == child_sid
+    assert result_event["subagent"]["op_id"] == child_op
+    assert result_event["subagent"]["status"] == "completed"
     assert view["subagent_usage"]["input_tokens"] == child["usage"]["input_tokens"]
     # The tool ran twice (the kill interrupted its first run): the child was resumed, not
     # started again, and nothing of either session is left running.

@@ -78,6 +78,11 @@ class Event(BaseModel):
     interrupted: bool | None = None
     call_id: str | None = None
     stop_reason: str | None = None
+    subagent: dict[str, Any] | None = Field(
+        default=None,
+        description="a sub-agent call's result: its child turn (`agent`, `session_id`, `op_id`, "
+        "`status`, `usage`), whose own events are that session's (docs/agent.md)",
+    )
     # approval fields (docs/approvals.md)
     tool: str | None = None
     arguments: Any = None
