@@ -58,5 +58,6 @@ researcher = Agent(
 agent = Agent(
     name="triage",
     description="Hands each task to the right specialist.",
+    tools=[count_words],  # a function tool beside the sub-agents (bench/subagent_call.py)
     agents=[writer, researcher.as_tool(name="research", description="Research a question.")],
 )
