@@ -230,3 +230,33 @@ def test_the_release_assistant_hands_changelog_writing_to_its_writer_sub_agent(
     child = h.provider.requests[1]
     assert child.system.startswith("You write the changelog of one ACME web shop release.")
     assert [t.name for t in child.tools if t.name == "ticket_summary"] == ["ticket_summary"]
+
+
+def test_a_sub_agent_of_a_sub_agent_runs_as_a_grandchild_turn_found_by_its_path(
+    tmp_path: Path,
+) -> None:
+    from turnkeep.harness.subagents import deps_for_session, load_link
+
+    editor = Agent(name="editor", instructions="You edit.")
+    writer = Agent(name="writer", instructions="You write.", agents=[editor])
+    h = make_turn_harness(tmp_path)
+    h.deps.agent = _triage(writer)
+    inner = json.dumps({"input": "hi"})
+
+    result = run_turn(h.deps, h.session_id, USER, _call("writer", f"call editor {inner}"))
+
+    assert result.status == "completed"
+    (part,) = _results(h.transcript())
+    assert part.content == "Tool editor returned: You said: hi"
+    child_session, child_op = child_ids(h.session_id, result.op_id, part.call_id)
+    (grand,) = _results(_child_transcript(h, result.op_id, part.call_id))
+    grand_session, _ = child_ids(child_session, child_op, grand.call_id)
+    link = load_link(h.deps, grand_session)
+    assert link is not None
+    assert link.path == ["writer", "editor"]
+    # Where one process runs every agent's steps (Lambda), the path finds the editor.
+    assert deps_for_session(h.deps, grand_session).agent is editor
+    assert deps_for_session(h.deps, child_session).agent is writer
+    assert deps_for_session(h.deps, h.session_id).agent is h.deps.agent
+    # Usage rolls up through both levels.
+    assert result.subagent_usage.input_tokens > 0
