@@ -67,12 +67,16 @@ def _handler(step: StepName) -> Handler:
 model_step = _handler("model_step")
 _tool_step = _handler("tool_step")
 _approval_wait = _handler("approval_wait")
+_child_wait = _handler("child_wait")
 
 
 def tool_step(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """One tool call; with a `task_token` (the state machine's `.waitForTaskToken` on this
-    function) the hold of an approval wait instead (docs/approvals.md)."""
+    function) the hold of an approval wait instead (docs/approvals.md), or with `child` too the
+    start of a sub-agent's child turn (docs/step-functions.md, "Sub-agents")."""
     if isinstance(event, dict) and "task_token" in event:
+        if event.get("child") is True:
+            return _child_wait(event, context)
         return _approval_wait(event, context)
     return _tool_step(event, context)
 

@@ -226,6 +226,8 @@ def stack_refs(table: str, bucket: str, state_machine_name: str) -> dict[str, st
         "AWS::Partition": "aws",
         "AWS::Region": REGION,
         "AWS::AccountId": ACCOUNT,
+        # The standard machine is named `${AWS::StackName}-turn` (template.yaml).
+        "AWS::StackName": state_machine_name.removesuffix("-turn"),
         "WebSocketApi": "wsapi01",
     }
 

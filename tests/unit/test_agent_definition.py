@@ -71,3 +71,54 @@ def test_a_turns_settings_merge_over_the_agents_field_by_field() -> None:
 
     assert merged == ModelSettings(temperature=0.9, max_tokens=100, stop=("END",))
     assert agent.turn_model_settings(None) is agent.model_settings
+
+
+# --- sub-agents (docs/agent.md, "Sub-agents") ---
+
+
+def test_an_agent_offers_its_sub_agents_as_tools_named_by_as_tool() -> None:
+    writer = Agent(name="writer", description="Writes changelogs.")
+    triage = Agent(name="triage", agents=[writer, writer.as_tool(name="editor")])
+
+    assert [s.name for s in triage.agents] == ["writer", "editor"]
+    assert triage.agents[0].description == "Writes changelogs."
+    assert triage.agents[1].agent is writer
+    assert triage.tool_source("editor") == "agent"
+
+
+def test_a_sub_agent_name_outside_the_tool_name_rule_is_refused() -> None:
+    writer = Agent(name="writer")
+
+    with pytest.raises(AgentDefinitionError, match="sub-agent name 'bad name'"):
+        Agent(name="triage", agents=[writer.as_tool(name="bad name")])
+
+
+def test_a_sub_agent_named_like_a_tool_is_refused() -> None:
+    def writer(x: str) -> str:
+        """Write."""
+        return x
+
+    with pytest.raises(AgentDefinitionError, match="sub-agent name 'writer' is another tool"):
+        Agent(name="triage", tools=[writer], agents=[Agent(name="writer")])
+
+
+def test_sub_agents_nested_deeper_than_the_limit_are_refused() -> None:
+    level3 = Agent(name="c", agents=[Agent(name="d")])
+    level2 = Agent(name="b", agents=[level3])
+
+    Agent(name="a", agents=[level2])  # three levels beneath: the default limit
+    with pytest.raises(AgentDefinitionError, match="deeper than 2 levels"):
+        Agent(name="a", agents=[level2], max_agent_depth=2)
+    with pytest.raises(AgentDefinitionError, match="deeper than 3 levels"):
+        Agent(name="top", agents=[Agent(name="a", agents=[level2])])
+
+
+def test_a_sub_agent_cycle_is_refused_when_the_agent_is_defined() -> None:
+    inner = Agent(name="triage")
+    with pytest.raises(AgentDefinitionError, match=r"cycle \(triage -> helper -> triage\)"):
+        Agent(name="triage", agents=[Agent(name="helper", agents=[inner])])
+
+
+def test_agents_takes_only_agents() -> None:
+    with pytest.raises(AgentDefinitionError, match="agents takes Agent objects"):
+        Agent(name="triage", agents=["writer"])  # type: ignore[list-item]

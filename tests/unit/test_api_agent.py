@@ -50,6 +50,7 @@ AGENT_VIEW_FIELDS = [
     "model_settings",
     "tools",
     "unavailable_sources",
+    "sub_agents",
 ]
 
 
@@ -70,6 +71,7 @@ def test_get_agent_describes_the_demo_agent_in_the_consoles_shape(api: ApiHarnes
     assert body["allowed_models"] == ["scripted", "scripted?delay_ms=1"]
     assert body["model_settings"] == {}
     assert body["unavailable_sources"] == []
+    assert body["sub_agents"] == []
     sources = {t["name"]: t["source"] for t in body["tools"]}
     assert sources == {
         "working_notes_get": "notes",
@@ -298,3 +300,39 @@ def test_the_openapi_schema_documents_the_agent_view_in_its_fixed_shape(api: Api
     ]
     assert list(components["UnavailableSource"]["properties"]) == ["name", "error"]
     assert {"401", "503"} <= set(operation["responses"])
+
+
+def test_get_agent_lists_the_sub_agents_as_agent_tools_and_describes_each(api: ApiHarness) -> None:
+    editor = Agent(name="editor", description="Edits.", tools=[ft.bare_add])
+    writer = Agent(name="writer", description="Writes.", model="scripted", agents=[editor])
+    api.runtime.deps.agent = Agent(
+        name="triage", agents=[writer, writer.as_tool(name="drafter", description="Drafts.")]
+    )
+
+    body = api.client.get("/agent", headers=auth()).json()
+
+    sources = {t["name"]: t["source"] for t in body["tools"]}
+    assert sources["writer"] == sources["drafter"] == "agent"
+    drafter = next(t for t in body["tools"] if t["name"] == "drafter")
+    assert drafter["description"] == "Drafts."
+    assert drafter["replay_safe"] is True
+    assert drafter["input_schema"]["required"] == ["input"]
+    assert [s["name"] for s in body["sub_agents"]] == ["writer", "drafter"]
+    first = body["sub_agents"][0]
+    assert first == {
+        "name": "writer",
+        "description": "Writes.",
+        "agent": "writer",
+        "model": "scripted",
+        "tools": ["editor"],
+        "sub_agents": [
+            {
+                "name": "editor",
+                "description": "Edits.",
+                "agent": "editor",
+                "model": None,
+                "tools": ["bare_add"],
+                "sub_agents": [],
+            }
+        ],
+    }

@@ -180,3 +180,48 @@ def test_the_execution_timeout_outlasts_a_default_approval_wait() -> None:
     approval = HarnessLimits.model_fields["approval_timeout_seconds"].default
     wall_clock = HarnessLimits.model_fields["wall_clock_seconds"].default
     assert timeout > approval + wall_clock + 3600
+
+
+def _tool_states(workflow_type: str) -> dict[str, Any]:
+    states: dict[str, Any] = _definition(workflow_type)["States"]["RunTools"]["ItemProcessor"][
+        "States"
+    ]
+    return states
+
+
+def test_a_sub_agent_call_waits_for_its_child_turn_on_a_task_token() -> None:
+    states = _tool_states("STANDARD")
+    route = states["ToolAwaitsApproval"]["Choices"]
+    assert {"Variable": "$.tool.status", "StringEquals": "child_turn", "Next": "RunChildTurn"} in (
+        route
+    )
+    child = states["RunChildTurn"]
+    # The wait hands the tool step function its token (it starts the child's execution and
+    # returns): no Lambda runs while the child does.
+    assert child["Resource"] == "arn:aws:states:::lambda:invoke.waitForTaskToken"
+    assert child["Parameters"]["FunctionName"] == "${ToolStepFunctionArn}"
+    assert child["Parameters"]["Payload"]["task_token.$"] == "$$.Task.Token"
+    assert child["Parameters"]["Payload"]["child"] is True
+    assert child["TimeoutSecondsPath"] == "$.tool.child_wait_seconds"
+    # A timed-out or failed wait still reaches the tool step, which ends the child honestly.
+    assert [c["ErrorEquals"] for c in child["Catch"]] == [["States.ALL"]]
+    assert child["Catch"][0]["Next"] == child["Next"] == "ChildTurnEnded"
+    assert states["ChildTurnEnded"]["Result"] == "child_ended"
+    assert states["ChildTurnEnded"]["Next"] == "ToolStep"
+    template = _rendered("STANDARD")
+    machine = _machine("STANDARD")
+    assert machine["Name"] == {"Fn::Sub": "${AWS::StackName}-turn"}
+    tool_env = template["Resources"]["ToolStepFunction"]["Properties"]["Environment"]["Variables"]
+    own = tool_env["TURNKEEP_STATE_MACHINE_ARN"]["Fn::Sub"]
+    assert own.endswith(":stateMachine:${AWS::StackName}-turn")
+    assert template["Globals"]["Function"]["Environment"]["Variables"]["TURNKEEP_CHILD_TURNS"] == (
+        "execution"
+    )
+
+
+def test_under_express_a_child_turn_cannot_be_waited_for_and_fails_clearly() -> None:
+    states = _tool_states("EXPRESS")
+    assert "RunChildTurn" not in states
+    route = {c["StringEquals"]: c["Next"] for c in states["ToolAwaitsApproval"]["Choices"]}
+    assert states[route["child_turn"]]["Error"] == "SubAgentRequiresStandardWorkflow"
+    assert "waitForTaskToken" not in json.dumps(_definition("EXPRESS"))

@@ -82,8 +82,11 @@ def test_the_express_definition_has_no_task_token_wait_and_fails_a_call_awaiting
     assert "waitForTaskToken" not in text
     assert "$$.Task.Token" not in text
     tools = json.loads(text)["States"]["RunTools"]["ItemProcessor"]["States"]
-    [rule] = tools["ToolAwaitsApproval"]["Choices"]
-    assert rule["StringEquals"] == "awaiting_approval"
+    [rule] = [
+        r
+        for r in tools["ToolAwaitsApproval"]["Choices"]
+        if r["StringEquals"] == "awaiting_approval"
+    ]
     failed = tools[rule["Next"]]
     assert failed["Type"] == "Fail"
     assert failed["Error"] == "ApprovalRequiresStandardWorkflow"
@@ -144,6 +147,7 @@ def test_the_deployed_environment_gives_each_function_the_types_deadline_and_typ
     refs |= {"WorkflowType": workflow_type, "SessionTable": "t", "ProgressBucket": "b"}
     refs |= {"TurnStateMachine": "m", "TurnExpressStateMachine": "m", "AWS::Region": "us-east-1"}
     refs |= {"WebSocketApi": "ws", "AWS::URLSuffix": "amazonaws.com"}
+    refs |= {"AWS::Partition": "aws", "AWS::AccountId": "123456789012", "AWS::StackName": "s"}
     for function_id in ("ApiFunction", "ModelStepFunction", "ToolStepFunction"):
         for name in list(os.environ):
             if name.startswith("TURNKEEP_"):

@@ -13,6 +13,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from turnkeep.agent.function_tool import ToolDefinitionError, function_tool
+from turnkeep.agent.subagent import (
+    DEFAULT_MAX_AGENT_DEPTH,
+    SubAgent,
+    as_subagent,
+    subagent_depth,
+)
 from turnkeep.definition_errors import AgentDefinitionError
 from turnkeep.notes.tools import WORKING_NOTES_TOOL_NAMES
 from turnkeep.providers.settings import ModelSettings
@@ -77,6 +83,36 @@ def _check_declared_names(agent: str, tool_names: set[str], sources: Sequence[To
                     "or leave it out of allow="
                 )
             owners[final] = f"tool {original!r} of source {source.name!r}"
+
+
+def _subagents(
+    agent: str,
+    agents: Sequence[Agent | SubAgent],
+    tool_names: set[str],
+    sources: Sequence[ToolSource],
+    max_depth: int,
+) -> tuple[SubAgent, ...]:
+    """The sub-agents, each named by the tool-name rule and no tool's or source's name."""
+    if isinstance(agents, (str, bytes)) or not isinstance(agents, Sequence):
+        raise AgentDefinitionError(f"agent {agent!r}: agents must be a list")
+    if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 0:
+        raise AgentDefinitionError(f"agent {agent!r}: max_agent_depth must be an integer >= 0")
+    subs: list[SubAgent] = []
+    taken = set(tool_names) | WORKING_NOTES_TOOL_NAMES | {READ_TOOL_RESULT}
+    declared = {source_tool_name(s.name, t) for s in sources for t in (declared_tools(s) or ())}
+    for item in agents:
+        try:
+            sub = as_subagent(agent, item)
+        except ValueError as exc:
+            raise AgentDefinitionError(str(exc)) from None
+        if sub.name in taken or sub.name in declared:
+            raise AgentDefinitionError(
+                f"agent {agent!r}: sub-agent name {sub.name!r} is another tool's name too: "
+                "rename one (agent.as_tool(name=...))"
+            )
+        taken.add(sub.name)
+        subs.append(sub)
+    return tuple(subs)
 
 
 def _check_texts(name: str, description: object, instructions: object) -> None:
@@ -177,12 +213,14 @@ class Agent:
     """
 
     __slots__ = (
+        "agents",
         "allowed_models",
         "budgets",
         "builtin_names",
         "deps",
         "description",
         "instructions",
+        "max_agent_depth",
         "mcp_servers",
         "model",
         "model_settings",
@@ -205,12 +243,15 @@ class Agent:
         turn_settings: Collection[str] = DEFAULT_TURN_SETTINGS,
         budgets: Budgets | Mapping[str, Any] | None = None,
         deps: object = None,
+        agents: Sequence[Agent | SubAgent] = (),
+        max_agent_depth: int = DEFAULT_MAX_AGENT_DEPTH,
         _builtin: Collection[str] = (),  # the demo agent's: labelled `builtin` on GET /agent
     ) -> None:
         _check_texts(name, description, instructions)
         built = _check_tools(name, tools)
         sources = _check_sources(name, mcp_servers)
         _check_declared_names(name, {t.name for t in built}, sources)
+        subs = _subagents(name, agents, {t.name for t in built}, sources, max_agent_depth)
         _check_models(name, model, allowed_models)
         _check_turn_settings(name, turn_settings)
         self.name = name
@@ -225,11 +266,27 @@ class Agent:
         self.budgets: Budgets | None = _budgets(name, budgets)
         self.builtin_names: frozenset[str] = frozenset(_builtin)
         self.deps = deps
+        self.agents: tuple[SubAgent, ...] = subs
+        self.max_agent_depth = max_agent_depth
+        try:
+            subagent_depth(self, subs, max_agent_depth)
+        except ValueError as exc:
+            raise AgentDefinitionError(str(exc)) from None
 
     def __repr__(self) -> str:
         return (
             f"Agent(name={self.name!r}, tools={[t.name for t in self.tools]}, "
             f"mcp_servers={[s.name for s in self.mcp_servers]}, model={self.model!r})"
+        )
+
+    def as_tool(self, *, name: str | None = None, description: str | None = None) -> SubAgent:
+        """This agent as a sub-agent of another: a tool `{"input": "<task>"}` named `name`
+        (default the agent's name), described by `description` (default its description)."""
+        text = description if description is not None else self.description
+        return SubAgent(
+            name=name if name is not None else self.name,
+            description=text or f"Hand a task to the {self.name} agent; it returns its answer.",
+            agent=self,
         )
 
     @property
@@ -238,7 +295,10 @@ class Agent:
         return self.instructions if self.instructions is not None else DEFAULT_SYSTEM_PROMPT
 
     def tool_source(self, tool_name: str) -> str:
-        """Where a tool of this agent comes from: `builtin` or `function` (console label)."""
+        """Where a tool of this agent comes from: `builtin`, `function` or `agent` (a
+        sub-agent; console label)."""
+        if any(sub.name == tool_name for sub in self.agents):
+            return "agent"
         return "builtin" if tool_name in self.builtin_names else "function"
 
     def turn_model_settings(self, override: Mapping[str, Any] | None) -> ModelSettings:

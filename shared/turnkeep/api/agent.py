@@ -12,6 +12,7 @@ from typing import Any, Literal
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from turnkeep.agent import Agent
 from turnkeep.api.context import Ctx, User
 from turnkeep.api.model_choice import allowed_models
 from turnkeep.api.models import error_responses
@@ -27,7 +28,7 @@ class AgentTool(BaseModel):
 
     name: str
     description: str
-    source: str = Field(description="builtin | notes | function | mcp:<server>")
+    source: str = Field(description="builtin | notes | function | agent | mcp:<server>")
     requires_approval: bool
     replay_safe: bool
     input_schema: dict[str, Any] = Field(description="the JSON schema of its arguments")
@@ -38,6 +39,31 @@ class UnavailableSource(BaseModel):
 
     name: str
     error: str
+
+
+class SubAgentView(BaseModel):
+    """A sub-agent the model may call as a tool `{"input": "<task>"}` (docs/agent.md)."""
+
+    name: str = Field(description="the tool name the model calls it by")
+    description: str
+    agent: str = Field(description="the sub-agent's own name")
+    model: str | None = Field(description="its model spec (null: the server's default)")
+    tools: list[str] = Field(description="its own function tools and sub-agents, by name")
+    sub_agents: list[SubAgentView] = Field(description="its own sub-agents, the same way")
+
+
+def _sub_agents(agent: Agent) -> list[SubAgentView]:
+    return [
+        SubAgentView(
+            name=sub.name,
+            description=sub.description,
+            agent=sub.agent.name,
+            model=sub.agent.model,
+            tools=[t.name for t in sub.agent.tools] + [s.name for s in sub.agent.agents],
+            sub_agents=_sub_agents(sub.agent),
+        )
+        for sub in agent.agents
+    ]
 
 
 class AgentView(BaseModel):
@@ -51,10 +77,18 @@ class AgentView(BaseModel):
     model_settings: dict[str, Any] = Field(description="the agent's model settings (set ones)")
     tools: list[AgentTool]
     unavailable_sources: list[UnavailableSource]
+    sub_agents: list[SubAgentView] = Field(
+        description="the agents it may hand a task to (each also in `tools`, source `agent`)"
+    )
 
 
 def _source(label: str | None) -> str:
-    allowed: tuple[Literal["builtin", "notes", "function"], ...] = ("builtin", "notes", "function")
+    allowed: tuple[Literal["builtin", "notes", "function", "agent"], ...] = (
+        "builtin",
+        "notes",
+        "function",
+        "agent",
+    )
     if label in allowed or (label is not None and label.startswith("mcp:")):
         return label
     return "function"
@@ -91,4 +125,5 @@ def get_agent(ctx: Ctx, user: User) -> AgentView:
         unavailable_sources=[
             UnavailableSource(name=name, error=error) for name, error in problems.items()
         ],
+        sub_agents=_sub_agents(agent),
     )

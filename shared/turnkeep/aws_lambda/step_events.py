@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
@@ -29,11 +30,15 @@ from turnkeep.harness import (
 )
 from turnkeep.harness.approvals import hold_wait
 from turnkeep.harness.errors import CallLeaseExpiredError
+from turnkeep.harness.subagent_waits import hold_child, notify_parent
+from turnkeep.harness.subagents import deps_for_session
 from turnkeep.providers.base import ModelError
 from turnkeep.storage import EntryConflictError, StorageConflictError, StorageUnavailableError
 from turnkeep.telemetry import flush
 
-StepName = Literal["model_step", "tool_step", "finish_turn", "fail_turn", "approval_wait"]
+StepName = Literal[
+    "model_step", "tool_step", "finish_turn", "fail_turn", "approval_wait", "child_wait"
+]
 STEP_NAMES: Final[tuple[StepName, ...]] = ("model_step", "tool_step", "finish_turn", "fail_turn")
 
 FAIL_ERROR_MAX_CHARS: Final = 1000
@@ -68,6 +73,13 @@ class ApprovalWaitEvent(BaseModel):
     round: int
     call_id: str
     task_token: str
+
+
+class ChildWaitEvent(ApprovalWaitEvent):
+    """The child-turn wait's payload (`RunChildTurn`: `.waitForTaskToken` on the tool step
+    function; docs/step-functions.md, "Sub-agents")."""
+
+    child: Literal[True]
 
 
 class ApprovalWaitOutput(BaseModel):
@@ -125,6 +137,20 @@ def _run(step: StepName, deps: HarnessDeps, event: Mapping[str, Any]) -> BaseMod
         return tool_step(deps, _parse(ToolStepInput, fields))
     if step == "finish_turn":
         return finish_turn(deps, _parse(FinishTurnInput, event))
+    if step == "child_wait":
+        child: ChildWaitEvent = _parse(ChildWaitEvent, event)
+        status = hold_child(
+            deps,
+            child.session_id,
+            child.op_id,
+            child.call_id,
+            child.task_token,
+            start_execution=start_child_execution,
+            release=release_token,
+        )
+        return ApprovalWaitOutput(
+            session_id=child.session_id, op_id=child.op_id, call_id=child.call_id, status=status
+        )
     if step == "approval_wait":
         wait: ApprovalWaitEvent = _parse(ApprovalWaitEvent, event)
         status = hold_wait(
@@ -141,6 +167,21 @@ def _run(step: StepName, deps: HarnessDeps, event: Mapping[str, Any]) -> BaseMod
             session_id=parsed.session_id, op_id=parsed.op_id, error=error or "the turn failed"
         ),
     )
+
+
+def start_child_execution(name: str, payload: str) -> bool:
+    """StartExecution of a sub-agent's child turn on this stack's turn state machine
+    (`TURNKEEP_STATE_MACHINE_ARN`); False when an execution of that name exists already."""
+    from turnkeep.plumbing.clients import shared_client
+
+    client = shared_client("stepfunctions")
+    try:
+        client.start_execution(
+            stateMachineArn=os.environ["TURNKEEP_STATE_MACHINE_ARN"], name=name, input=payload
+        )
+    except client.exceptions.ExecutionAlreadyExists:
+        return False
+    return True
 
 
 def release_token(token: str) -> None:
@@ -170,12 +211,24 @@ _TRANSIENT = (
 )
 
 
+def _ended(step: StepName, output: BaseModel) -> bool:
+    """Whether the step's output says its turn has ended (or paused for a person)."""
+    if step in ("finish_turn", "fail_turn"):
+        return True
+    return step == "model_step" and getattr(output, "next", None) == "done"
+
+
 def run_step(step: StepName, deps: HarnessDeps, event: Mapping[str, Any]) -> dict[str, Any]:
     """Run `step` on a task payload and return its JSON output for the state machine."""
     if not isinstance(event, Mapping):
         raise StepEventError(f"{step} expects a JSON object payload, got {type(event).__name__}")
     try:
+        # A sub-agent's child turn runs with that sub-agent's definition.
+        deps = deps_for_session(deps, str(event.get("session_id", "")))
         output = _run(step, deps, event)
+        if _ended(step, output):
+            # A sub-agent's child turn hands its parent's wait the token back (no-op else).
+            notify_parent(deps, str(event.get("session_id", "")), release_token)
     except ModelError as exc:
         if exc.retryable:
             raise RetryableStepError(f"{exc.code}: {exc}") from exc

@@ -45,6 +45,7 @@ def message_event(entry: Entry) -> Event:
         interrupted=bool(data.get("interrupted", False)),
         call_id=_str(data.get("call_id")),
         stop_reason=_str(data.get("stop_reason")),
+        subagent=child if isinstance(child := data.get("subagent"), dict) else None,
     )
 
 

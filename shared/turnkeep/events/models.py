@@ -27,7 +27,11 @@ class TurnView(BaseModel):
     finished: bool
     error: str | None = None
     rounds: int = Field(description="model rounds settled so far")
-    usage: Usage
+    usage: Usage = Field(description="the turn's usage, its sub-agents' child turns included")
+    subagent_usage: Usage | None = Field(
+        default=None,
+        description="the part of `usage` its sub-agents' child turns used (null: none ran)",
+    )
 
 
 class Delta(BaseModel):
@@ -74,6 +78,11 @@ class Event(BaseModel):
     interrupted: bool | None = None
     call_id: str | None = None
     stop_reason: str | None = None
+    subagent: dict[str, Any] | None = Field(
+        default=None,
+        description="a sub-agent call's result: its child turn (`agent`, `session_id`, `op_id`, "
+        "`status`, `usage`), whose own events are that session's (docs/agent.md)",
+    )
     # approval fields (docs/approvals.md)
     tool: str | None = None
     arguments: Any = None

@@ -35,6 +35,7 @@ from turnkeep.harness.state import (
     validate_op_id,
 )
 from turnkeep.harness.steps.common import ended_record
+from turnkeep.providers.base import Usage
 from turnkeep.storage import Entry, Storage, Value
 
 _ENTRY_SCAN_PAGE = 500
@@ -94,6 +95,7 @@ def turn_view(storage: Storage, envelope: Envelope | None, op_id: str) -> TurnVi
             error=record.error,
             rounds=record.rounds,
             usage=record.usage,
+            subagent_usage=_apart(record.subagent_usage),
         )
     if state is None:  # pragma: no cover - _record_or_state returns one of the two
         raise TurnNotFound(op_id)
@@ -104,7 +106,12 @@ def turn_view(storage: Storage, envelope: Envelope | None, op_id: str) -> TurnVi
         finished=False,
         rounds=state.round,
         usage=state.usage,
+        subagent_usage=_apart(state.subagent_usage),
     )
+
+
+def _apart(usage: Usage) -> Usage | None:
+    return None if usage == Usage() else usage
 
 
 def _turn_entries(

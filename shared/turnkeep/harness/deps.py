@@ -85,6 +85,12 @@ class HarnessLimits(BaseModel):
         description="the Step Functions workflow driving the turn: EXPRESS cannot wait for an "
         "approval, so a call needing one fails clearly",
     )
+    child_turns: Literal["inline", "execution"] = Field(
+        default="inline",
+        description="where a sub-agent call's child turn runs: `inline` in the tool step's "
+        "process (local), or `execution`: the tool step starts it and the state machine runs "
+        "it as a nested execution while the parent waits at zero compute (docs/agent.md)",
+    )
     tool_lease_seconds: float = Field(
         default=0.0,
         ge=0,
@@ -192,5 +198,9 @@ class HarnessDeps:
         notes = working_notes_tools(self.envelopes, user_id, session_id)
         extra = self.tools(session_id, user_id) if self.tools is not None else None
         registry = session_registry(self.agent, notes, extra)
+        if self.agent.agents:
+            from turnkeep.harness.subagents import subagent_tools  # it drives turns: deferred
+
+            registry.extend(subagent_tools(self), source="agent")
         registry.register(read_tool_result_tool(self.open_storage, session_id), source="builtin")
         return registry

@@ -66,23 +66,28 @@ class ToolStepInput(StepIO):
     """Run one tool call of the current round.
 
     `approval`: `decided` after an approval wait ended, `timed_out` after it timed out (the
-    call is then denied as timed out unless a decision landed first).
+    call is then denied as timed out unless a decision landed first), `child_ended` after a
+    sub-agent call's child execution ended (docs/step-functions.md, "Sub-agents").
     """
 
     call_id: str = Field(min_length=1)
-    approval: Literal["none", "decided", "timed_out"] = "none"
+    approval: Literal["none", "decided", "timed_out", "child_ended"] = "none"
 
 
 class ToolStepOutput(StepIO):
     """Outcome of one tool call (its content stays in storage)."""
 
     call_id: str
-    status: Literal["done", "skipped", "awaiting_approval"]
+    status: Literal["done", "skipped", "awaiting_approval", "child_turn"]
     is_error: bool = False
     replayed: bool = False
     interrupted: bool = False
     approval_timeout_seconds: int | None = None
     """`awaiting_approval`: whole seconds until the request times out (the wait's timeout)."""
+    child_wait_seconds: int | None = None
+    """`child_turn`: how long the execution waits for the sub-agent call's child turn (its
+    own execution hands the wait its token back when it ends; then this step runs again with
+    `approval=child_ended`)."""
 
 
 class FinishTurnInput(StepIO):
@@ -103,6 +108,9 @@ class TurnResult(StepIO):
     final_entry_id: str | None = None
     rounds: int = 0
     usage: Usage = Field(default_factory=Usage)
+    """Sub-agents' child turns included."""
+    subagent_usage: Usage = Field(default_factory=Usage)
+    """The part of `usage` the turn's sub-agents used."""
     awaiting_call_ids: list[str] = Field(default_factory=list)
     """status `awaiting_approval` (a paused turn, not an end): the calls waiting for a person."""
     approval_wait_seconds: int | None = None

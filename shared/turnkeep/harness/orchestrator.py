@@ -84,13 +84,16 @@ def resume_turn(
     *,
     on_event: EventListener | None = None,
     on_tool: ToolListener | None = None,
+    before_step: Callable[[], None] | None = None,
 ) -> TurnResult:
     """Drive an already started turn to its end from storage (after a crash or redelivery).
 
     Rounds that were settled replay their recorded outputs, so this is safe at any point.
+    `before_step` is called before each model step (a sub-agent's child turn follows its
+    parent's cancel through it: turnkeep.harness.subagents).
     """
     try:
-        return _drive(deps, session_id, op_id, on_event, on_tool)
+        return _drive(deps, session_id, op_id, on_event, on_tool, before_step=before_step)
     except Exception as exc:
         # Like a Step Functions Catch: end the turn honestly, retiring its scope.
         try:
@@ -110,9 +113,13 @@ def _drive(
     op: str,
     on_event: EventListener | None,
     on_tool: ToolListener | None,
+    *,
+    before_step: Callable[[], None] | None = None,
 ) -> TurnResult:
     round_ = 0
     while True:
+        if before_step is not None:
+            before_step()
         out = _model_with_retry(
             deps, ModelStepInput(session_id=session_id, op_id=op, round=round_), on_event
         )

@@ -12,7 +12,7 @@ Rules (docs/harness.md, Recovery and idempotency):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from turnkeep.harness.progress import read_frames
 from turnkeep.harness.state import (
@@ -32,7 +32,7 @@ from turnkeep.harness.state import (
     result_entry_id,
 )
 from turnkeep.harness.transcript import entry_data, tool_message
-from turnkeep.providers.base import Message, TextPart, ToolResultPart
+from turnkeep.providers.base import Message, TextPart, ToolResultPart, Usage
 from turnkeep.storage import (
     MESSAGE_ENTRY_TYPE,
     JsonValue,
@@ -59,6 +59,30 @@ class Settlement:
     deleted_calls: set[str]
     committed_head: str | None
     """The head in storage now (the settled results are not entries yet)."""
+    child_usage: Usage = field(default_factory=Usage)
+    """What the settled calls' sub-agent child turns used (rolled up into the turn's)."""
+
+
+def with_child_usage(state: OperationState, settlement: Settlement) -> OperationState:
+    """`state` with the settled sub-agent calls' usage added to its totals and kept apart."""
+    if settlement.child_usage == Usage():
+        return state
+    return state.model_copy(
+        update={
+            "usage": state.usage + settlement.child_usage,
+            "subagent_usage": state.subagent_usage + settlement.child_usage,
+        }
+    )
+
+
+def _child_usage(call: CallState) -> Usage:
+    usage = (call.child or {}).get("usage")
+    if not isinstance(usage, dict):
+        return Usage()
+    try:
+        return Usage(**usage)
+    except TypeError:
+        return Usage()  # a shape this version does not know: nothing to roll up
 
 
 def unfinished_text(call: CallState, reason: str) -> str:
@@ -72,6 +96,7 @@ def settle_pending(storage: Storage, state: OperationState, reason: str) -> Sett
     writes: list[Write] = []
     results: list[ToolResultPart] = []
     deleted: set[str] = set()
+    child_usage = Usage()
     round_ = state.pending_round if state.pending_round is not None else state.round - 1
     for call_id in state.pending_call_ids:
         call = load_call(storage, state.op_id, call_id)
@@ -80,6 +105,7 @@ def settle_pending(storage: Storage, state: OperationState, reason: str) -> Sett
         if call.phase == "done" and call.content is not None:
             part = ToolResultPart(call_id, call.name, call.content, call.is_error)
             interrupted = call.interrupted
+            child_usage += _child_usage(call)
         else:
             part = ToolResultPart(call_id, call.name, unfinished_text(call, reason), True)
             interrupted = True
@@ -97,6 +123,7 @@ def settle_pending(storage: Storage, state: OperationState, reason: str) -> Sett
                     interrupted=interrupted,
                     replayed=call.replayed,
                     **call_timing(call),
+                    **({"subagent": call.child} if call.child is not None else {}),
                 ),
             )
         )
@@ -106,7 +133,7 @@ def settle_pending(storage: Storage, state: OperationState, reason: str) -> Sett
         head = entry_id
     if writes:
         writes.append(set_value(head_address(), head))
-    return Settlement(writes, results, head, deleted, committed)
+    return Settlement(writes, results, head, deleted, committed, child_usage)
 
 
 def call_timing(call: CallState) -> dict[str, JsonValue]:
@@ -176,6 +203,7 @@ def terminal_writes(
         "completed": "the turn ended before the call ran",
     }[status]
     settled = settle_pending(storage, state, reason)
+    state = with_child_usage(state, settled)
     writes = list(settled.writes)
     head = settled.head
     last_entry = state.last_entry_id if not settled.writes else head
@@ -201,6 +229,7 @@ def terminal_writes(
         rounds=state.round,
         usage=state.usage,
         started_at=state.started_at,
+        subagent_usage=state.subagent_usage,
         finished_at=now,
     )
     writes.append(set_value(result_address(state.op_id), record.model_dump(mode="json")))

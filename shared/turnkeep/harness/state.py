@@ -80,6 +80,9 @@ class OperationState(_Model):
     interrupted_rounds: int = 0
     """Consecutive model rounds recorded as interrupted (reset by a complete response)."""
     usage: Usage = Field(default_factory=Usage)
+    """The turn's usage, its sub-agents' child turns included."""
+    subagent_usage: Usage = Field(default_factory=Usage)
+    """The part of `usage` its sub-agents' child turns used (shown apart)."""
     last_entry_id: str | None = None
     trace_parent: str | None = None
     """The turn's W3C trace context, chosen at its start: every step's spans are children of
@@ -129,6 +132,8 @@ class CallState(_Model):
     """When the delivery now running it claimed it (its lease: docs/harness.md)."""
     ended_at: float | None = None
     """When its run returned (with `started_at`, the call's bar in the turn's timeline)."""
+    child: dict[str, Any] | None = None
+    """A sub-agent call's child turn once it ended (`turnkeep.harness.subagents.ChildTurn`)."""
 
 
 class TurnRecord(_Model):
@@ -142,6 +147,7 @@ class TurnRecord(_Model):
     usage: Usage = Field(default_factory=Usage)
     started_at: float | None = None
     """When the turn started (None: recorded before it was kept)."""
+    subagent_usage: Usage = Field(default_factory=Usage)
     finished_at: float
 
 

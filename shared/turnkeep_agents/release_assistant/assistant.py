@@ -1,4 +1,5 @@
-"""ACME's release assistant: looks tickets up, checks CI, publishes release notes (approved).
+"""ACME's release assistant: looks tickets up, checks CI, publishes release notes (approved),
+and hands changelog writing to its writer sub-agent (`writer.py`).
 
 Run it: `turnkeep chat --agent turnkeep_agents.release_assistant:agent` (README, "Your agent").
 """
@@ -12,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from turnkeep import Agent, mcp_server, tool
 from turnkeep_agents.release_assistant import tracker
+from turnkeep_agents.release_assistant.writer import writer
 
 INSTRUCTIONS = """\
 You are the release assistant of ACME's web shop team. You help the release manager prepare a
@@ -19,8 +21,8 @@ release: look up the tickets that go into it, check that CI is green on the rele
 draft short release notes grouped as Features, Fixes and Chores. Publish notes only when the
 release manager asks for it; publishing waits for their approval. How releases work (the freeze,
 hotfixes, rollbacks, earlier release notes) is in ACME's release docs: search them rather than
-guess. Say plainly when a ticket or a pipeline cannot be found, and never invent ticket
-numbers."""
+guess. To write a release's changelog, hand the ticket ids to write_changelog and use its answer.
+Say plainly when a ticket or a pipeline cannot be found, and never invent ticket numbers."""
 
 
 class Ticket(BaseModel):
@@ -88,4 +90,12 @@ agent = Agent(
     # docs_search and docs_get_page, only read: a call whose outcome is unknown may run again.
     mcp_servers=[mcp_server("docs", url="http://127.0.0.1:8765/mcp", replay_safe=True)],
     model_settings={"temperature": 0.2, "max_tokens": 2048},
+    # A sub-agent: each call is a child turn of its own (docs/agent.md, "Sub-agents").
+    agents=[
+        writer.as_tool(
+            name="write_changelog",
+            description="Write the changelog of a release: give it the release's ticket ids "
+            "(and anything it should know); it answers with the changelog.",
+        )
+    ],
 )

@@ -147,6 +147,7 @@ def result_of(session_id: str, record: TurnRecord) -> TurnResult:
         final_entry_id=record.final_entry_id,
         rounds=record.rounds,
         usage=record.usage,
+        subagent_usage=record.subagent_usage,
     )
 
 

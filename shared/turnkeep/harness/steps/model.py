@@ -21,7 +21,7 @@ from turnkeep.harness.errors import FencedWriteError, StepInputError
 from turnkeep.harness.io import ModelStepInput, ModelStepOutput
 from turnkeep.harness.live import LiveText, may_watch
 from turnkeep.harness.progress import FrameWriter, read_frames
-from turnkeep.harness.recovery import settle_pending
+from turnkeep.harness.recovery import settle_pending, with_child_usage
 from turnkeep.harness.source_notices import (
     ToolSourceNotice,
     required_source_failure,
@@ -166,6 +166,7 @@ def _resume_delivered(
     if replay is None:
         return None
     settlement = settle_pending(storage, state, "the tool step did not report a result")
+    state = with_child_usage(state, settlement)
     if replay.response is not None:
         return settle_response(
             deps,
@@ -363,7 +364,7 @@ def _settle_tool_results(
     if not settlement.writes:
         head = settlement.committed_head
         return state, _Results([], (), head, head)
-    settled = state.model_copy(
+    settled = with_child_usage(state, settlement).model_copy(
         update={
             "pending_call_ids": [],
             "pending_round": None,

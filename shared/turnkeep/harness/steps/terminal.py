@@ -47,6 +47,7 @@ from turnkeep.harness.steps.common import (
     settle_envelope,
     terminal_patch,
 )
+from turnkeep.harness.subagents import cancel_children
 from turnkeep.storage import GuardFailedError, Storage, retire_scope, set_value
 from turnkeep.telemetry import genai
 from turnkeep.turn_rules import ACTIVE_STATUSES, STARTABLE_STATUSES, TerminalStatus
@@ -228,7 +229,11 @@ def cancel_turn(deps: HarnessDeps, session_id: str, op_id: str | None = None) ->
             if record is not None:
                 status = record.status
             else:
-                return _abort_if_parked(deps, storage, session_id, target)
+                # Its sub-agents' running child turns stop too (docs/agent.md, "Sub-agents").
+                children = cancel_children(deps, storage, session_id, target)
+                parked = _abort_if_parked(deps, storage, session_id, target)
+                tokens = [*parked.wake_tokens, *children]
+                return parked.model_copy(update={"wake_tokens": tokens})
     return CancelResult(session_id=session_id, op_id=target, status=status)
 
 

@@ -29,6 +29,7 @@ from turnkeep.harness.steps.common import (
     settle_envelope,
 )
 from turnkeep.harness.steps.tool_approval import Cleared, clear_for_run
+from turnkeep.harness.steps.tool_child import child_call, child_turn_step
 from turnkeep.harness.steps.tool_outputs import settled_tool_output, tool_output
 from turnkeep.harness.tool_results import (
     MIN_PREVIEW_CHARS,
@@ -63,6 +64,18 @@ def tool_step(deps: HarnessDeps, inp: ToolStepInput) -> ToolStepOutput:
         )
         if isinstance(cleared, ToolStepOutput):
             return cleared
+        sub = child_call(cleared.call, deps)
+        if sub is not None:  # on Step Functions: the execution runs the child turn
+            return child_turn_step(
+                deps,
+                storage,
+                inp,
+                state=state,
+                call=(cleared.call, call_seq),
+                sub=sub,
+                arguments=cleared.arguments,
+                registry=registry,
+            )
         replayed = False
         if cleared.call.phase == "started":  # its delivery died: outcome unknown
             if not registry.is_replay_safe(cleared.call.name):
@@ -205,7 +218,13 @@ def _run(
     if cleared.note is not None:  # the model learns its arguments were changed
         content = f"{cleared.note}\n{content}"
     done = started.model_copy(
-        update={"phase": "done", "content": content, "is_error": result.is_error, "ended_at": ended}
+        update={
+            "phase": "done",
+            "content": content,
+            "is_error": result.is_error,
+            "ended_at": ended,
+            "child": ctx.extras.get("child"),
+        }
     )
     if _claim(storage, state.op_id, done, started_seq, state_writes(ctx.state)) is None:
         return tool_output(inp, "skipped")  # the turn ended meanwhile
