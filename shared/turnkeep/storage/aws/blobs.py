@@ -1,0 +1,87 @@
+"""AWS sessions' blobs: S3 objects `{prefix}/sessions/{sid}/attachments/{name}`, under the
+session's prefix so deleting the session deletes them (docs/storage.md "Blobs"). Uploads go
+straight to S3 with a presigned POST whose policy pins the key, the exact length and the
+content type (docs/attachments.md)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from turnkeep.storage.blobs import BlobStore, UploadForm, validate_blob_name
+from turnkeep.storage.errors import StorageUnavailableError
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+
+def _missing(exc: ClientError) -> bool:
+    code = str(exc.response.get("Error", {}).get("Code", ""))
+    return code in ("NoSuchKey", "404", "NotFound")
+
+
+class S3Blobs(BlobStore):
+    """Blobs of one session as S3 objects."""
+
+    def __init__(self, s3: Callable[[], S3Client], bucket: str, session_prefix: str) -> None:
+        self._s3 = s3
+        self._bucket = bucket
+        self._prefix = f"{session_prefix}attachments/"
+
+    def key(self, name: str) -> str:
+        """The object key of blob `name`."""
+        return self._prefix + validate_blob_name(name)
+
+    def _call(self, what: str, name: str, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except (BotoCoreError, ClientError) as exc:
+            raise StorageUnavailableError(f"S3 could not {what} blob {name!r}: {exc}") from exc
+
+    def _put(self, name: str, data: bytes) -> None:
+        self._call(
+            "store",
+            name,
+            lambda: self._s3().put_object(Bucket=self._bucket, Key=self.key(name), Body=data),
+        )
+
+    def _get(self, name: str) -> bytes | None:
+        try:
+            found = self._s3().get_object(Bucket=self._bucket, Key=self.key(name))
+            return bytes(found["Body"].read())
+        except ClientError as exc:
+            if _missing(exc):
+                return None
+            raise StorageUnavailableError(f"S3 could not read blob {name!r}: {exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageUnavailableError(f"S3 could not read blob {name!r}: {exc}") from exc
+
+    def _delete(self, name: str) -> None:
+        self._call(
+            "delete",
+            name,
+            lambda: self._s3().delete_object(Bucket=self._bucket, Key=self.key(name)),
+        )
+
+    def upload_form(
+        self, name: str, *, size: int, media_type: str, expires_in: int
+    ) -> UploadForm | None:
+        """A presigned S3 POST: the policy pins the key (boto3 adds it), the length to exactly
+        `size` bytes (`content-length-range` size..size) and the Content-Type."""
+        key = self.key(name)
+        post = self._call(
+            "presign",
+            name,
+            lambda: self._s3().generate_presigned_post(
+                Bucket=self._bucket,
+                Key=key,
+                Fields={"Content-Type": media_type},
+                Conditions=[{"Content-Type": media_type}, ["content-length-range", size, size]],
+                ExpiresIn=expires_in,
+            ),
+        )
+        fields = {str(k): str(v) for k, v in post["fields"].items()}
+        return UploadForm(str(post["url"]), fields, int(time.time() * 1000) + expires_in * 1000)
