@@ -68,7 +68,17 @@ session-id rule (storage, envelope, api), the system-prompt fold (providers, not
 the turn-id rule and the turn-status set (harness, envelope, api, live, cli)."""
 RULES = {"session_ids", "turn_rules"}
 """The bottom room: rules every layer may read, which themselves read nothing of turnkeep."""
-ENGINE = {"storage", "envelope", "providers", "tools", "mcp", "notes", "agent", "harness"}
+ENGINE = {
+    "storage",
+    "envelope",
+    "providers",
+    "attachments",
+    "tools",
+    "mcp",
+    "notes",
+    "agent",
+    "harness",
+}
 VIEWS = {"events"}
 """The event views (turn status, event pages, each entry as an event): what `api` and `live`
 both show, below both."""
