@@ -5,6 +5,7 @@ content type (docs/attachments.md)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,37 @@ from turnkeep.storage.errors import StorageUnavailableError
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+
+
+_SIGV4: dict[int, tuple[S3Client, S3Client]] = {}
+_SIGV4_LOCK = threading.Lock()
+
+
+def sigv4_client(client: S3Client) -> S3Client:
+    """A client like `client` that presigns POSTs with SigV4: botocore presigns a POST with
+    SigV2 unless `signature_version="s3v4"` was set explicitly, and S3 refuses SigV2 on buckets
+    made since 2020 (docs/attachments.md, "Upload"). Made once per client."""
+    with _SIGV4_LOCK:
+        known = _SIGV4.get(id(client))
+        if known is not None and known[0] is client:
+            return known[1]
+        import botocore.session
+        from botocore.config import Config
+
+        # The credentials the client signs with: botocore keeps them on its request signer.
+        credentials = client._request_signer._credentials  # type: ignore[attr-defined]
+        frozen = credentials.get_frozen_credentials()
+        made: S3Client = botocore.session.get_session().create_client(  # type: ignore[assignment]
+            "s3",
+            region_name=client.meta.region_name,
+            endpoint_url=client.meta.endpoint_url,
+            aws_access_key_id=frozen.access_key,
+            aws_secret_access_key=frozen.secret_key,
+            aws_session_token=frozen.token,
+            config=client.meta.config.merge(Config(signature_version="s3v4")),
+        )
+        _SIGV4[id(client)] = (client, made)
+        return made
 
 
 def _missing(exc: ClientError) -> bool:
@@ -75,7 +107,7 @@ class S3Blobs(BlobStore):
         post = self._call(
             "presign",
             name,
-            lambda: self._s3().generate_presigned_post(
+            lambda: sigv4_client(self._s3()).generate_presigned_post(
                 Bucket=self._bucket,
                 Key=key,
                 Fields={"Content-Type": media_type},
