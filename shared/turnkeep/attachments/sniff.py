@@ -4,6 +4,7 @@ by decoding), and the type a file name or a declared type stands for (docs/attac
 from __future__ import annotations
 
 import os
+import re
 from typing import Final
 
 import filetype  # type: ignore[import-untyped]  # no stubs; guess() reads the first 8 KiB
@@ -29,7 +30,9 @@ _BY_EXTENSION: Final = {
     ".htm": "text/html",
 }
 _ALIASES: Final = {"image/jpg": "image/jpeg", "text/x-markdown": "text/markdown"}
-_TEXT_CONTROLS: Final = frozenset(range(32)) - {9, 10, 12, 13}
+_TEXT_CONTROLS: Final = re.compile(rb"[\x00-\x08\x0b\x0e-\x1f\x7f]")
+"""Control bytes text may not hold (tab, newlines and form feed are fine): one regex scan of
+the bytes, ~100x faster than a per-character loop (bench/attachment_checks_bench.py)."""
 
 SHORT_NAMES: Final = {
     "image/png": "a PNG image",
@@ -73,10 +76,10 @@ def is_text(data: bytes) -> bool:
     """Whether `data` is UTF-8 text without NULs or other control bytes (tab, newlines and
     form feed allowed): what plain text, Markdown, CSV and HTML attachments must be."""
     try:
-        text = data.decode("utf-8")
+        data.decode("utf-8")
     except UnicodeDecodeError:
         return False
-    return not any(ord(ch) in _TEXT_CONTROLS for ch in text)
+    return _TEXT_CONTROLS.search(data) is None
 
 
 def looks_like_html(data: bytes) -> bool:
