@@ -202,6 +202,10 @@ def test_a_deleted_attachment_shows_as_removed_to_the_next_round(api: ApiHarness
     api.start(sid, "again")
     transcript = api.client.get(f"/sessions/{sid}/transcript", headers=auth())
     assert transcript.status_code == 200, transcript.text
+    [user_entry] = [e for e in transcript.json()["entries"] if e.get("round") == -1][:1]
+    [reference] = [p for p in user_entry["parts"] if p["kind"] == "attachment"]
+    assert reference["removed"] is True
+    assert reference["attachment_id"] == ready["id"]
     assert (
         api.client.get(f"/sessions/{sid}/attachments/{ready['id']}", headers=auth()).status_code
         == 404

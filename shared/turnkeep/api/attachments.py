@@ -23,6 +23,7 @@ from turnkeep.api.settings import attachment_limits_of
 from turnkeep.attachments import AttachmentRecord, AttachmentStore
 from turnkeep.attachments.records import Status
 from turnkeep.attachments.sniff import normalize_type
+from turnkeep.events.models import TranscriptPage
 from turnkeep.harness.io import AttachmentRef
 from turnkeep.storage import Storage
 
@@ -215,3 +216,18 @@ def turn_attachments(ctx: ApiContext, storage: Storage, ids: list[str]) -> list[
         )
         for p in parts
     ]
+
+
+def mark_removed(page: TranscriptPage, storage: Storage) -> TranscriptPage:
+    """`page` with `removed: true` on each attachment reference whose attachment was deleted
+    (the transcript survives a DELETE of an attachment it refers to)."""
+    store: AttachmentStore | None = None
+    for event in page.entries:
+        for part in event.parts or ():
+            refs = [part] if part.get("kind") == "attachment" else part.get("attachments", [])
+            for ref in refs:
+                store = store or AttachmentStore(storage)
+                record = store.get(str(ref.get("attachment_id", "")))
+                if record is None or record.status == "deleted":
+                    ref["removed"] = True
+    return page
