@@ -28,7 +28,7 @@ def _files_holding(root: Path, needle: bytes) -> list[str]:
 
 
 def _s3_keys(backend: BackendHarness) -> list[str]:
-    from turnkeep.aws_clients import shared_client
+    from turnkeep.plumbing.clients import shared_client
 
     query = parse_qs(urlsplit(backend.url).query)
     s3 = shared_client("s3", query["region"][0])

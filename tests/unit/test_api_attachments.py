@@ -4,18 +4,12 @@ session's (docs/api.md "Attachments")."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.support import attachment_files as files
-from tests.support.api_client import OTHER, ApiHarness, auth, make_harness
-
-
-@pytest.fixture
-def api() -> Iterator[ApiHarness]:
-    yield from make_harness()
+from tests.support.api_client import OTHER, ApiHarness, auth
 
 
 def _declare(
