@@ -204,3 +204,21 @@ def test_a_deleted_attachment_shows_as_removed_to_the_next_round(api: ApiHarness
         api.client.get(f"/sessions/{sid}/attachments/{ready['id']}", headers=auth()).status_code
         == 404
     )
+
+
+def test_the_content_of_a_ready_attachment_reads_back_never_as_a_page(api: ApiHarness) -> None:
+    sid = api.session()
+    page = b"<!DOCTYPE html><html><body><script>alert(1)</script></body></html>"
+    png = files.image()
+    html = _upload(api, sid, page, "page.html", "text/html").json()
+    shot = _upload(api, sid, png, "shot.png", "image/png").json()
+    image = api.client.get(f"/sessions/{sid}/attachments/{shot['id']}/content", headers=auth())
+    assert image.content == png
+    assert image.headers["content-type"] == "image/png"
+    doc = api.client.get(f"/sessions/{sid}/attachments/{html['id']}/content", headers=auth())
+    assert doc.content == page
+    assert doc.headers["content-disposition"].startswith("attachment;")
+    assert doc.headers["x-content-type-options"] == "nosniff"
+    assert "sandbox" in doc.headers["content-security-policy"]
+    other = api.client.get(f"/sessions/{sid}/attachments/{shot['id']}/content", headers=auth(OTHER))
+    assert other.status_code == 404

@@ -11,8 +11,9 @@ Content-Type). Then `GET …/attachments/{att}` shows it `ready` or `refused` wi
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, Field, StrictInt, StrictStr
 from starlette.concurrency import run_in_threadpool
 
@@ -20,7 +21,8 @@ from turnkeep.api.context import ApiContext, Ctx, SessionId, User
 from turnkeep.api.errors import ApiError
 from turnkeep.api.models import _Body, error_responses
 from turnkeep.api.settings import attachment_limits_of
-from turnkeep.attachments import AttachmentRecord, AttachmentStore
+from turnkeep.attachments import AttachmentNotFound, AttachmentRecord, AttachmentStore
+from turnkeep.attachments.limits import IMAGE_TYPES
 from turnkeep.attachments.records import Status
 from turnkeep.attachments.sniff import normalize_type
 from turnkeep.events.models import TranscriptPage
@@ -191,6 +193,36 @@ def get_attachment(
                 f"attachment {attachment_id!r} was not found in this session",
             )
         return view(_finished_or_refused(store, record), ctx.now_ms())
+
+
+@router.get(
+    "/{attachment_id}/content",
+    response_class=Response,
+    responses={200: {"content": {"application/octet-stream": {}}}, **error_responses(409)},
+)
+def get_content(
+    ctx: Ctx, user: User, session_id: SessionId, attachment_id: AttachmentId
+) -> Response:
+    """The checked bytes of a ready attachment (the console's thumbnails). Never rendered as a
+    page: `nosniff`, a sandboxing CSP, and documents as downloads."""
+    ctx.owned(user, session_id)
+    with ctx.storage(session_id) as storage:
+        store = _store(ctx, storage)
+        record = store.get(attachment_id)
+        if record is None or record.status == "deleted":
+            raise AttachmentNotFound(attachment_id)
+        data = store.load(record.part()).data
+    disposition = "inline" if record.media_type in IMAGE_TYPES else "attachment"
+    return Response(
+        data,
+        media_type=record.media_type,
+        headers={
+            "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": "sandbox; default-src 'none'",
+            "Content-Disposition": f"{disposition}; filename*=UTF-8''{quote(record.name)}",
+            "Cache-Control": "private, max-age=3600",
+        },
+    )
 
 
 @router.delete("/{attachment_id}", response_model=AttachmentView)
