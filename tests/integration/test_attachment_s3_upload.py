@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -139,3 +140,60 @@ def test_deleting_the_session_leaves_no_attachment_object(
     assert s3.list_objects_v2(Bucket=repo.bucket).get("KeyCount", 0) == 1
     repo.delete_session("s1")
     assert s3.list_objects_v2(Bucket=repo.bucket).get("KeyCount", 0) == 0
+
+
+def test_chat_url_attaches_through_the_api_and_s3s_presigned_post_to_a_turn(
+    servers: tuple[str, str, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole AWS flow: `chat --url`'s uploader against the API on aws:// storage (the
+    stand-in in front of moto for S3 and DynamoDB), the bytes POSTed straight to "S3", checked
+    on the next read, then sent with a turn the scripted model describes."""
+    from tests.support.api_client import auth, make_api_harness
+    from turnkeep.cli.attach import attach_remote
+    from turnkeep.cli.remote import RemoteChat
+    from turnkeep.runtime.settings import TurnkeepSettings
+
+    s3_endpoint, _moto, refusals = servers
+    refusals.clear()
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    name = f"attach-{uuid.uuid4().hex[:12]}"
+    create_table(_client("dynamodb", s3_endpoint), name)
+    create_bucket(_client("s3", s3_endpoint), name)
+    url = f"aws://?table={name}&bucket={name}&region={REGION}&endpoint={s3_endpoint}"
+    png = files.image("PNG", (8, 8))
+    (tmp_path / "shot.png").write_bytes(png)
+
+    def settings(memory: str) -> TurnkeepSettings:
+        return TurnkeepSettings(
+            storage_url=url, envelope_url=f"memory://{memory}", frame_interval_ms=0
+        )
+
+    harness = make_api_harness(turnkeep=settings)
+    api = next(harness)
+    try:
+        api.client.headers.update(auth())
+        chat = RemoteChat(api.client, output=None)  # type: ignore[arg-type]  # no turn printed
+        chat.open_session(None)
+        ref = attach_remote(chat, str(tmp_path / "shot.png"))
+        assert refusals == []
+        sid = chat.session_id
+        started = api.client.post(
+            f"/sessions/{sid}/turns", json={"text": "look", "attachments": [ref.attachment_id]}
+        )
+        assert started.status_code == 202, started.text
+        reply = repr(api.client.get(f"/sessions/{sid}/transcript").json())
+        assert (
+            f"Attached: shot.png (image/png, {len(png)} bytes, sha256 {files.sha256(png)[:12]})"
+            in reply
+        )
+        listed = _client("s3", s3_endpoint).list_objects_v2(Bucket=name)
+        assert [o["Key"] for o in listed["Contents"]] == [
+            f"turnkeep/sessions/{sid}/attachments/{ref.attachment_id}"
+        ]
+    finally:
+        harness.close()
