@@ -11,7 +11,13 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from tests.conformance.backends import BackendHarness
-from turnkeep.storage import StorageClosedError, StorageValidationError, set_value, value
+from turnkeep.storage import (
+    StorageClosedError,
+    StorageValidationError,
+    fork_session,
+    set_value,
+    value,
+)
 
 MARKER = b"BLOB-MARKER-7f3a9c-" * 64
 
@@ -109,3 +115,16 @@ def test_a_deleted_blob_leaves_no_readable_byte_in_the_store_files(
     storage.blobs().put("att-1", MARKER)
     storage.blobs().delete("att-1")
     assert _files_holding(tmp_path, MARKER[:40]) == []
+
+
+def test_blob_names_are_listed_and_a_fork_copies_the_blobs(backend: BackendHarness) -> None:
+    source = backend.open("s1")
+    source.commit([set_value(value("a"), 1)])
+    source.blobs().put("att-b", b"bee")
+    source.blobs().put("att-a", b"ay")
+    assert source.blobs().names() == ["att-a", "att-b"]
+    target = backend.open("s2")
+    assert target.blobs().names() == []
+    fork_session(source, target)
+    assert target.blobs().names() == ["att-a", "att-b"]
+    assert target.blobs().get("att-b") == b"bee"

@@ -9,7 +9,7 @@ import shutil
 
 from turnkeep.storage.blobs import BlobStore
 from turnkeep.storage.errors import StorageUnavailableError
-from turnkeep.storage.jsonl_sidecars import MAIN_SUFFIX, create_atomically
+from turnkeep.storage.jsonl_sidecars import MAIN_SUFFIX, TEMP_SUFFIX, create_atomically
 
 BLOBS_SUFFIX = ".attachments"
 
@@ -47,6 +47,16 @@ class FileBlobs(BlobStore):
             return None
         except OSError as exc:
             raise StorageUnavailableError(f"cannot read blob {name!r}: {exc}") from exc
+
+    def _names(self) -> list[str]:
+        try:
+            return [
+                entry.name
+                for entry in os.scandir(self._dir)
+                if entry.is_file(follow_symlinks=False) and not entry.name.endswith(TEMP_SUFFIX)
+            ]
+        except FileNotFoundError:
+            return []
 
     def _delete(self, name: str) -> None:
         with contextlib.suppress(FileNotFoundError):

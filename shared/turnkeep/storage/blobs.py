@@ -56,6 +56,10 @@ class BlobStore(ABC):
         """Delete blob `name` (deleting a missing blob is fine)."""
         self._delete(validate_blob_name(name))
 
+    def names(self) -> list[str]:
+        """Every blob's name, sorted."""
+        return sorted(self._names())
+
     def upload_form(
         self, name: str, *, size: int, media_type: str, expires_in: int
     ) -> UploadForm | None:
@@ -73,6 +77,9 @@ class BlobStore(ABC):
     @abstractmethod
     def _delete(self, name: str) -> None: ...
 
+    @abstractmethod
+    def _names(self) -> list[str]: ...
+
 
 class DictBlobs(BlobStore):
     """Blobs held in a dict the session's resident state owns (memory://)."""
@@ -88,3 +95,6 @@ class DictBlobs(BlobStore):
 
     def _delete(self, name: str) -> None:
         self._blobs.pop(name, None)
+
+    def _names(self) -> list[str]:
+        return list(self._blobs)

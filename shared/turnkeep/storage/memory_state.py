@@ -114,7 +114,7 @@ class MemoryState:
     entries: EntryTable = field(default_factory=EntryTable)
     usage: list[UsageRow] = field(default_factory=list)
     blobs: dict[str, bytes] = field(default_factory=dict)
-    """Attachments' bytes by name (docs/storage.md "Blobs"); never in snapshots or forks."""
+    """Attachments' bytes by name (docs/storage.md "Blobs"); not in snapshots (forks copy them)."""
     _stats: StorageStats = field(default_factory=StorageStats)
     _new_entries: int = 0
     _new_messages: int = 0

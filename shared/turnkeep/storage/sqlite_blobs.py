@@ -84,6 +84,10 @@ class SqliteBlobs(BlobStore):
         assert isinstance(data, bytes)  # a BLOB column: the driver returns bytes
         return data
 
+    def _names(self) -> list[str]:
+        rows = self._run("SELECT name FROM attachment_blobs WHERE session_id = ?", (self._sid,))
+        return [str(row[0]) for row in rows]
+
     def _delete(self, name: str) -> None:
         self._run(
             "DELETE FROM attachment_blobs WHERE session_id = ? AND name = ?", (self._sid, name)

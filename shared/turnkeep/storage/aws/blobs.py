@@ -91,6 +91,22 @@ class S3Blobs(BlobStore):
         except BotoCoreError as exc:
             raise StorageUnavailableError(f"S3 could not read blob {name!r}: {exc}") from exc
 
+    def _names(self) -> list[str]:
+        def listed() -> list[str]:
+            pages = (
+                self._s3()
+                .get_paginator("list_objects_v2")
+                .paginate(Bucket=self._bucket, Prefix=self._prefix)
+            )
+            return [
+                str(item["Key"])[len(self._prefix) :]
+                for page in pages
+                for item in page.get("Contents", [])
+            ]
+
+        names: list[str] = self._call("list", "*", listed)
+        return names
+
     def _delete(self, name: str) -> None:
         self._call(
             "delete",
