@@ -4,6 +4,7 @@ session's (docs/api.md "Attachments")."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -222,3 +223,34 @@ def test_the_content_of_a_ready_attachment_reads_back_never_as_a_page(api: ApiHa
     assert "sandbox" in doc.headers["content-security-policy"]
     other = api.client.get(f"/sessions/{sid}/attachments/{shot['id']}/content", headers=auth(OTHER))
     assert other.status_code == 404
+
+
+def test_an_upload_body_over_the_largest_attachment_is_refused_before_it_is_read(
+    api: ApiHarness,
+) -> None:
+    sid = api.session()
+    png = files.image()
+    created = _declare(api, sid, png, "a.png", "image/png").json()
+    huge = b"\x00" * (5 * 1024 * 1024)
+    response = api.client.put(
+        created["upload"]["url"], content=huge, headers={**auth(), "Content-Type": "image/png"}
+    )
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "body_too_large"
+    listed = api.client.get(f"/sessions/{sid}/attachments", headers=auth()).json()
+    assert listed["attachments"][0]["status"] == "pending"
+
+
+def test_an_upload_body_over_one_mib_is_taken_on_the_upload_route_only(api: ApiHarness) -> None:
+    sid = api.session()
+    noisy = files.office("docx", {"word/media/n.bin": os.urandom(2 * 1024 * 1024)})
+    created = _declare(api, sid, noisy, "big.docx", files.DOCX_TYPE).json()
+    done = api.client.put(
+        created["upload"]["url"], content=noisy, headers={**auth(), "Content-Type": files.DOCX_TYPE}
+    )
+    assert done.status_code == 200, done.text
+    assert done.json()["status"] == "ready"
+    other = api.client.put(
+        f"/sessions/{sid}/meta", content=b"{" + b" " * (2 * 1024 * 1024) + b"}", headers=auth()
+    )
+    assert other.status_code == 413
