@@ -25,6 +25,7 @@ def test_every_operation_with_a_json_body_documents_400(paused_api: ApiHarness) 
 
     assert {(p, m) for p, m, _ in with_body} == {
         ("/sessions", "post"),
+        ("/sessions/{session_id}/attachments", "post"),
         ("/sessions/{session_id}/meta", "put"),
         ("/sessions/{session_id}/turns", "post"),
         ("/sessions/{session_id}/turns/{turn_id}/approvals/{call_id}", "post"),

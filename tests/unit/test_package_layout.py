@@ -75,6 +75,7 @@ ENGINE = {
     "storage",
     "envelope",
     "providers",
+    "attachments",
     "tools",
     "mcp",
     "notes",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from turnkeep.api import agent, approvals, live, sessions, stream, turns, usage
+from turnkeep.api import agent, approvals, attachments, live, sessions, stream, turns, usage
 from turnkeep.api.auth import Authenticator
 from turnkeep.api.context import ApiContext
 from turnkeep.api.errors import install_error_handlers
@@ -45,6 +45,7 @@ def create_app(
     install_error_handlers(app, max_body_bytes=api_settings.max_body_bytes)
     app.include_router(sessions.router)
     app.include_router(turns.router)
+    app.include_router(attachments.router)
     app.include_router(stream.router)  # SSE; 501 where no in-process hub runs the turns
     app.include_router(approvals.router)
     app.include_router(agent.router)

@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from turnkeep.api.headers import duplicated_singleton
+from turnkeep.attachments import BEDROCK_LIMITS, AttachmentError
 from turnkeep.envelope import (
     EnvelopeClosedError,
     EnvelopeConflictError,
@@ -230,6 +231,12 @@ def install_error_handlers(app: FastAPI, *, max_body_bytes: int) -> None:
             logger.warning("store unavailable: %s: %s", type(exc).__name__, exc)
         return error_response(status, code, str(exc) or type(exc).__name__)
 
+    async def on_attachment(_request: Request, exc: Exception) -> JSONResponse:
+        if not isinstance(exc, AttachmentError):  # registered for it only
+            raise exc
+        return error_response(exc.status, exc.code, str(exc))
+
+    app.add_exception_handler(AttachmentError, on_attachment)
     app.add_exception_handler(ApiError, on_api_error)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
@@ -258,6 +265,9 @@ class GuardMiddleware:
     def __init__(self, app: ASGIApp, max_body_bytes: int = 1_048_576) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        # An attachment's bytes (PUT …/attachments/{id}/content) may be the largest the
+        # checks take; the route still refuses more than the declared size (docs/api.md).
+        self.upload_bytes = max(max_body_bytes, BEDROCK_LIMITS.largest)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -272,7 +282,7 @@ class GuardMiddleware:
                 field=duplicated,
             )(scope, receive, send)
             return
-        max_bytes = self.max_body_bytes
+        max_bytes = self.upload_bytes if _is_upload(scope) else self.max_body_bytes
         length = _content_length(scope)
         if length is not None and length > max_bytes:
             await error_response(
@@ -313,6 +323,16 @@ class GuardMiddleware:
             await error_response(
                 500, "internal_error", "internal error (logged); the request may be retried"
             )(scope, receive, send)
+
+
+def _is_upload(scope: Scope) -> bool:
+    path = str(scope.get("path", ""))
+    return (
+        scope.get("method") == "PUT"
+        and path.startswith("/sessions/")
+        and path.endswith("/content")
+        and "/attachments/" in path
+    )
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -98,6 +98,12 @@ class StartTurnRequest(_Body):
         description="model settings of this turn over the agent's (only those the agent lets a "
         "turn set, docs/agent.md; by default max_tokens, temperature, top_p, stop)",
     )
+    attachments: list[StrictStr] = Field(
+        default_factory=list,
+        max_length=25,
+        description="ids of this session's ready attachments sent with the message "
+        "(docs/attachments.md)",
+    )
 
 
 class TurnSummary(BaseModel):

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Query, Response
 
+from turnkeep.api.attachments import mark_removed
 from turnkeep.api.context import Ctx, SessionId, User
 from turnkeep.api.errors import ApiError
 from turnkeep.api.model_choice import check_model
@@ -203,4 +204,4 @@ def get_transcript(
     """Settled transcript entries after `cursor`, in sequence order."""
     ctx.owned(user, session_id)
     with ctx.storage(session_id) as storage:
-        return transcript_page(storage, cursor, limit)
+        return mark_removed(transcript_page(storage, cursor, limit), storage)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from turnkeep.attachments import BEDROCK_LIMITS, AttachmentLimits
 
 MAX_MESSAGE_BYTES_DEFAULT = 32768
 
@@ -21,6 +25,11 @@ class ApiSettings(BaseSettings):
     )
     max_body_bytes: int = Field(
         default=1_048_576, ge=1024, description="requests with a larger body are rejected (413)"
+    )
+    attachment_session_bytes: int = Field(
+        default=BEDROCK_LIMITS.session_bytes,
+        ge=1,
+        description="cap on one session's attachments together (docs/attachments.md)",
     )
     turn_start_limit: int = Field(
         default=10, ge=1, description="turn starts allowed per session per rate window"
@@ -76,3 +85,9 @@ class ApiSettings(BaseSettings):
         "`POST /live/tickets` issues tickets for it; empty: no WebSocket (follow the stream "
         "route or poll)",
     )
+
+
+def attachment_limits_of(settings: ApiSettings) -> AttachmentLimits:
+    """The attachment limits a deployment runs with: Bedrock's per attachment and per turn,
+    the session cap from the settings."""
+    return replace(BEDROCK_LIMITS, session_bytes=settings.attachment_session_bytes)

@@ -8,6 +8,7 @@ from typing import Annotated, cast
 from fastapi import APIRouter, Query, Response
 
 from turnkeep.api.approvals import wake
+from turnkeep.api.attachments import turn_attachments
 from turnkeep.api.budgets import refuse_over_daily_budget
 from turnkeep.api.context import ApiContext, Ctx, SessionId, TurnId, User
 from turnkeep.api.errors import ApiError, not_found
@@ -115,6 +116,7 @@ def start(
     with ctx.storage(session_id) as storage:
         # The envelope and the branch head in one read where the stores share a table.
         envelope = ctx.owned_ahead(user, storage, values=[head_address()], head=True)
+        attached = turn_attachments(ctx, storage, body.attachments)
         inp = StartTurnInput(
             session_id=session_id,
             op_id=op_id,
@@ -124,6 +126,7 @@ def start(
             # if the default or the session's selection changes.
             model=_turn_model(ctx, body, envelope),
             model_settings=body.model_settings,
+            attachments=attached,
         )
         gate = RateGate(
             ctx.runtime.envelopes,

@@ -14,11 +14,13 @@ from typing import Protocol, TextIO
 
 from turnkeep.cli import remote
 from turnkeep.cli.approvals import Ask, prompt_asker
+from turnkeep.cli.attach import AttachFailed, attach_local, attach_remote, attached_line
 from turnkeep.cli.printer import StreamPrinter, describe
 from turnkeep.cli.ws import WS_URL_ENV, check_ws_url
 from turnkeep.envelope import turn_run_id, turn_status
 from turnkeep.harness import HarnessDeps, TurnConflictError, TurnResult
 from turnkeep.harness.approvals import ApprovalError, ApprovalInvalidError, decide
+from turnkeep.harness.io import AttachmentRef
 from turnkeep.harness.local_owner import (
     TurnFinding,
     drive,
@@ -43,6 +45,7 @@ commands (anything else is a message to the model):
   /cancel   cancel the session's running turn (also: Ctrl-C while a turn runs)
   /resume   continue a turn left running (e.g. by a chat that was killed) and show it
   /show [N] print tool result N (the latest without N) whole, as the model got it
+  /attach PATH  attach a file (image or document) to your next message
   /help     this list
   /quit     end the chat (also: /exit, Ctrl-D)"""
 
@@ -73,6 +76,10 @@ class ChatBackend(Protocol):
     @property
     def printer(self) -> StreamPrinter:
         """Where the turns are printed (it keeps the tool results `/show` prints)."""
+        ...
+
+    def attach(self, path: str) -> str:
+        """Upload `path` for the next message; the line to print (what, or why not)."""
         ...
 
 
@@ -106,6 +113,9 @@ def repl(inp: TextIO, out: TextIO, backend: ChatBackend) -> None:
             said = backend.resume()
             if said is not None:
                 out.write(said + "\n")
+        elif command.startswith("/attach ") or command == "/attach":
+            path = text[len("/attach") :].strip()
+            out.write((backend.attach(path) if path else "usage: /attach PATH") + "\n")
         elif command == "/show" or command.startswith("/show "):
             out.write(backend.printer.whole(text[len("/show") :]) + "\n")
         elif text.startswith("/") and " " not in text:
@@ -136,6 +146,15 @@ class LocalChat:
         self.user = user
         self.model = model
         self.printer = printer
+        self._attached: list[AttachmentRef] = []
+
+    def attach(self, path: str) -> str:
+        try:
+            ref = attach_local(self.deps, self.session_id, path)
+        except AttachFailed as exc:
+            return f"[attach refused: {exc}]"
+        self._attached.append(ref)
+        return attached_line(ref.name, ref.media_type, ref.size)
 
     def opening_notice(self) -> str | None:
         """What the chat finds at open: a turn left by a dead process, or one still driven."""
@@ -157,6 +176,7 @@ class LocalChat:
         if finding is not None and not self._clear_for_new_turn(finding):
             return
         self._reported.clear()
+        attached, self._attached = self._attached, []
         try:
             result = run_owned_turn(
                 self.deps,
@@ -166,6 +186,7 @@ class LocalChat:
                 model=self.model,
                 on_event=self.printer.on_event,
                 on_tool=self._on_tool,
+                attachments=attached,
             )
         except TurnConflictError as exc:
             self.printer.notice(f"[{exc}; /cancel asks it to stop]")
@@ -333,10 +354,22 @@ class RemoteChatBackend:
     def __init__(self, chat: remote.RemoteChat, printer: StreamPrinter) -> None:
         self.chat = chat
         self.printer = printer
+        self._attached: list[str] = []
+
+    def attach(self, path: str) -> str:
+        try:
+            ref = attach_remote(self.chat, path)
+        except AttachFailed as exc:
+            return f"[attach refused: {exc}]"
+        except remote.ApiUnreachableError as exc:
+            return f"[attach failed: {exc}]"
+        self._attached.append(ref.attachment_id)
+        return attached_line(ref.name, ref.media_type, ref.size)
 
     def turn(self, text: str) -> None:
+        attached, self._attached = self._attached, []
         try:
-            self.chat.turn(text)
+            self.chat.turn(text, attached)
         except remote.RemoteApiError as exc:
             self.printer.notice(f"[{exc}]")
         except KeyboardInterrupt as exc:

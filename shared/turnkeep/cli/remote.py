@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, urlsplit
@@ -357,9 +357,12 @@ class RemoteChat:
         notes = self._call("GET", f"{self._session_path()}/notes").get("notes")
         return notes if isinstance(notes, str) else None
 
-    def turn(self, text: str) -> str | None:
-        """Run one turn and print it; returns its final status (None if not seen to end)."""
-        payload: dict[str, str] = {"text": text}
+    def turn(self, text: str, attachments: Sequence[str] = ()) -> str | None:
+        """Run one turn (with the ids of ready `attachments`) and print it; returns its final
+        status (None if not seen to end)."""
+        payload: dict[str, Any] = {"text": text}
+        if attachments:
+            payload["attachments"] = list(attachments)
         if self.model is not None:
             payload["model"] = self.model
         started = self._call("POST", f"{self._session_path()}/turns", json=payload)

@@ -19,6 +19,18 @@ class StepIO(BaseModel):
     op_id: str = Field(min_length=1, max_length=100)
 
 
+class AttachmentRef(BaseModel):
+    """An attachment a turn's message names: the reference the transcript records (the bytes
+    stay in the session's store, docs/attachments.md)."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    attachment_id: str = Field(pattern=r"^att-[0-9a-f]{24}$")
+    name: str = Field(min_length=1, max_length=255)
+    media_type: str = Field(min_length=1, max_length=255)
+    size: int = Field(ge=0)
+
+
 class StartTurnInput(StepIO):
     """Start a turn: the user's message, the turn's model spec (None = default) and its model
     settings over the agent's (checked by `Agent.turn_model_settings`; None = the agent's)."""
@@ -27,6 +39,8 @@ class StartTurnInput(StepIO):
     text: str = Field(min_length=1)
     model: str | None = None
     model_settings: dict[str, Any] | None = None
+    attachments: list[AttachmentRef] = Field(default_factory=list)
+    """Checked and ready when the turn starts (the API resolves the ids)."""
 
 
 class StartTurnOutput(StepIO):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from turnkeep.envelope import turn_run_id, turn_status
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import OperationNotFoundError
-from turnkeep.harness.io import FailTurnInput, TurnResult
+from turnkeep.harness.io import AttachmentRef, FailTurnInput, TurnResult
 from turnkeep.harness.orchestrator import ToolListener, resume_turn, run_turn
 from turnkeep.harness.state import load_record, load_state, validate_op_id
 from turnkeep.harness.steps import EventListener, abort_turn, fail_turn, new_op_id
@@ -210,6 +211,7 @@ def run_owned_turn(
     model: str,
     on_event: EventListener | None = None,
     on_tool: ToolListener | None = None,
+    attachments: Sequence[AttachmentRef] = (),
 ) -> TurnResult:
     """`run_turn` owned by this process, with `model` recorded with the turn.
 
@@ -228,6 +230,7 @@ def run_owned_turn(
             model=model,
             on_event=on_event,
             on_tool=on_tool,
+            attachments=attachments,
         )
     except KeyboardInterrupt:
         end_interrupted(deps, session_id, op_id)

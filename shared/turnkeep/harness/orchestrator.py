@@ -7,7 +7,7 @@ Functions Retry would); any other exception ends the turn through fail_turn (as 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -15,6 +15,7 @@ from turnkeep.harness.approvals import mark_awaiting
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import HarnessError, OperationNotFoundError
 from turnkeep.harness.io import (
+    AttachmentRef,
     FailTurnInput,
     FinishTurnInput,
     ModelStepInput,
@@ -63,8 +64,10 @@ def run_turn(
     model: str | None = None,
     on_event: EventListener | None = None,
     on_tool: ToolListener | None = None,
+    attachments: Sequence[AttachmentRef] = (),
 ) -> TurnResult:
-    """Run one whole turn in this process and return its terminal result.
+    """Run one whole turn in this process and return its terminal result (`attachments`:
+    ready ones of the session, sent with the message, docs/attachments.md).
 
     Raises TurnConflictError / SessionNotFoundError from start_turn; every later failure is
     recorded honestly (status `failed`) and returned.
@@ -72,7 +75,14 @@ def run_turn(
     op = op_id or new_op_id()
     start_turn(
         deps,
-        StartTurnInput(session_id=session_id, op_id=op, user_id=user_id, text=text, model=model),
+        StartTurnInput(
+            session_id=session_id,
+            op_id=op,
+            user_id=user_id,
+            text=text,
+            model=model,
+            attachments=list(attachments),
+        ),
     )
     return resume_turn(deps, session_id, op, on_event=on_event, on_tool=on_tool)
 

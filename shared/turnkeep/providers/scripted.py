@@ -15,6 +15,11 @@ Behaviour (other code and tests rely on it). The command is the last user messag
   line ``then`` starts the next round (multi-round scripts).
 - anything else → ``You said: <message>``.
 
+Attachments (docs/attachments.md): a user message's attachments are described after the
+reply, one line each, ``Attached: <name> (<media type>, <n> bytes, sha256 <first 12 hex>)``,
+from the bytes the request carried (so tests see the wiring end to end); the text note of an
+attachment removed since (``[attachment 'x' … was removed]``) is not taken as the command.
+
 With tools off (an empty tool list: the wrap-up round) it never calls a tool and answers
 ``Wrapping up: ...``. Replies stream in several text frames; tool-call arguments stream in two
 pieces; the final response carries usage (characters / 4) and the stop reason.
@@ -34,6 +39,7 @@ were left out of the request.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -41,6 +47,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from turnkeep.providers.base import (
+    AttachmentPart,
     FatalModelError,
     Message,
     ModelProvider,
@@ -182,8 +189,22 @@ class ScriptedProvider(ModelProvider):
             return _reply("Hello. Send me a message."), "end_turn"
         # The last text part: the model view merges consecutive user messages (a turn that
         # ended before any reply), and the command is the newest of them.
-        texts = [p.text for p in request.messages[user_index].parts if isinstance(p, TextPart)]
+        user_message = request.messages[user_index]
+        texts = [
+            p.text
+            for p in user_message.parts
+            if isinstance(p, TextPart) and not p.text.startswith(_REMOVED_NOTE)
+        ]
         user_text = texts[-1] if texts else ""
+        message, stop = self._command(request, user_index, user_text)
+        described = _attachments_described(user_message)
+        if described and stop == "end_turn":
+            message = _reply(f"{message.text}\n{described}")
+        return message, stop
+
+    def _command(
+        self, request: ModelRequest, user_index: int, user_text: str
+    ) -> tuple[Message, StopReason]:
         after = request.messages[user_index + 1 :]
         calls_made = [m for m in after if m.role == "assistant" and m.tool_calls]
         results: list[ToolResultPart] = [
@@ -226,6 +247,20 @@ class ScriptedProvider(ModelProvider):
     def _pause(self) -> None:
         if self.frame_delay > 0:
             time.sleep(self.frame_delay)
+
+
+_REMOVED_NOTE = "[attachment "
+
+
+def _attachments_described(message: Message) -> str:
+    """One line per attachment the message carries (name, type, bytes, sha256 prefix)."""
+    lines = [
+        f"Attached: {p.name} ({p.media_type}, {len(p.data)} bytes, "
+        f"sha256 {hashlib.sha256(p.data).hexdigest()[:12]})"
+        for p in message.parts
+        if isinstance(p, AttachmentPart)
+    ]
+    return "\n".join(lines)
 
 
 _CALL_ID = re.compile(r"^call_u(\d+)_r\d+_\d+$")

@@ -11,6 +11,7 @@ from typing import Any, Final, Literal
 from turnkeep.session_ids import session_id_problem
 from turnkeep.storage.addresses import Value, ValueList
 from turnkeep.storage.attached import AttachedKey, AttachedUpdate
+from turnkeep.storage.blobs import BlobStore
 from turnkeep.storage.errors import (
     StorageClosedError,
     StorageValidationError,
@@ -157,6 +158,12 @@ class Storage(ABC):
 
     def _commit_attached(self, txn: Transaction, attach: AttachedUpdate) -> CommitResult:
         raise StorageValidationError("this storage cannot attach updates to a commit")
+
+    def blobs(self) -> BlobStore:
+        """The session's blobs (attachments' bytes), stored with it and deleted with it."""
+        with self._lock:
+            self._ensure_open()
+            return self._blobs()
 
     def get_value(self, address: Value) -> StoredValue | None:
         """The value at `address`, or None."""
@@ -322,6 +329,9 @@ class Storage(ABC):
 
     @abstractmethod
     def _close(self) -> None: ...
+
+    @abstractmethod
+    def _blobs(self) -> BlobStore: ...
 
 
 class Repository(ABC):

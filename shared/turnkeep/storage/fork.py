@@ -41,7 +41,8 @@ def snapshot_writes(snapshot: Snapshot) -> Iterator[Write]:
 def fork_session(
     source: Storage, target: Storage, *, chunk: int = DEFAULT_FORK_CHUNK
 ) -> list[CommitResult]:
-    """Copy `source`'s session-scoped values, lists, entries and usage into the empty `target`.
+    """Copy `source`'s session-scoped values, lists, entries, usage and blobs (attachments'
+    bytes) into the empty `target`.
 
     Ephemeral scopes are never copied (a fork starts with no operation in flight). The copy is
     committed in transactions of at most `chunk` writes, the last of which sets FORK_MARKER to
@@ -56,5 +57,11 @@ def fork_session(
         raise StorageValidationError(
             f"fork target session {target.session_id!r} is not empty; fork into a new session"
         )
+    # The blobs first: the marker, committed last, then also proves every blob was copied.
+    source_blobs, target_blobs = source.blobs(), target.blobs()
+    for name in source_blobs.names():
+        data = source_blobs.get(name)
+        if data is not None:
+            target_blobs.put(name, data)
     writes = [*snapshot_writes(source.snapshot()), set_value(FORK_MARKER, source.session_id)]
     return [target.commit(writes[i : i + chunk]) for i in range(0, len(writes), chunk)]

@@ -49,6 +49,8 @@ from turnkeep.storage import jsonl_sidecars as files
 from turnkeep.storage import jsonl_snapshot as snapshots
 from turnkeep.storage.addresses import Value, ValueList
 from turnkeep.storage.base import ListOrder, Repository, Storage, now_ms, validate_session_id
+from turnkeep.storage.blob_files import FileBlobs, remove_blobs_dir
+from turnkeep.storage.blobs import BlobStore
 from turnkeep.storage.errors import (
     StorageClosedError,
     StorageUnavailableError,
@@ -294,6 +296,9 @@ class JsonlStorage(Storage):
     def _snapshot(self) -> Snapshot:
         return self._session.state.snapshot()
 
+    def _blobs(self) -> BlobStore:
+        return FileBlobs(self._session.main_path, fsync=self._session.fsync)
+
     def _close(self) -> None:
         # Commits run synchronously under the shared lock, which close() holds: nothing to drain.
         _release(self._session)
@@ -350,6 +355,7 @@ class JsonlRepository(Repository):
     def _remove(main: str) -> None:
         try:
             files.remove_session_files(main)
+            remove_blobs_dir(main)
         except OSError as exc:
             raise StorageUnavailableError(f"cannot delete jsonl session {main}: {exc}") from exc
 

@@ -6,6 +6,7 @@ import threading
 
 from turnkeep.storage.addresses import Value, ValueList
 from turnkeep.storage.base import ListOrder, Repository, Storage, now_ms, validate_session_id
+from turnkeep.storage.blobs import BlobStore, DictBlobs
 from turnkeep.storage.memory_state import MemoryState
 from turnkeep.storage.records import (
     CommitResult,
@@ -54,6 +55,9 @@ class MemoryStorage(Storage):
 
     def _snapshot(self) -> Snapshot:
         return self._state.snapshot()
+
+    def _blobs(self) -> BlobStore:
+        return DictBlobs(self._state.blobs)
 
     def _close(self) -> None:
         """Nothing to flush: commits apply synchronously under the shared lock."""

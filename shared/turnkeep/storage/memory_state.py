@@ -113,6 +113,8 @@ class MemoryState:
     lists: dict[PhysKey, list[tuple[int, str, str | None]]] = field(default_factory=dict)
     entries: EntryTable = field(default_factory=EntryTable)
     usage: list[UsageRow] = field(default_factory=list)
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    """Attachments' bytes by name (docs/storage.md "Blobs"); not in snapshots (forks copy them)."""
     _stats: StorageStats = field(default_factory=StorageStats)
     _new_entries: int = 0
     _new_messages: int = 0

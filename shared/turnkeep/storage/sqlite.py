@@ -34,6 +34,7 @@ from urllib.parse import SplitResult, parse_qs
 
 from turnkeep.storage.addresses import Value, ValueList
 from turnkeep.storage.base import ListOrder, Repository, Storage, now_ms, validate_session_id
+from turnkeep.storage.blobs import BlobStore
 from turnkeep.storage.errors import (
     StorageValidationError,
 )
@@ -49,6 +50,7 @@ from turnkeep.storage.records import (
 )
 from turnkeep.storage.refusals import duplicate_entry, guard_failed, missing_parent
 from turnkeep.storage.scopes import SESSION_SCOPE, Scope, scope_key
+from turnkeep.storage.sqlite_blobs import SqliteBlobs, delete_session_blobs, scrub
 from turnkeep.storage.sqlite_schema import Synchronous, connect, map_error
 from turnkeep.storage.writes import (
     AppendList,
@@ -441,6 +443,9 @@ class SqliteStorage(Storage):
         )
         return Snapshot(values, lists, entries, usage)
 
+    def _blobs(self) -> BlobStore:
+        return SqliteBlobs(self._conn, self._lock, self.path, self.session_id)
+
     def _close(self) -> None:
         """Commits run synchronously under the handle lock, so none is in flight here."""
         self._conn.close()
@@ -504,7 +509,9 @@ class SqliteRepository(Repository):
                 try:
                     for table in ("scalar_values", "list_values", "entries", "usage", "sessions"):
                         conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))  # nosec B608  # constant fragments, bound parameters
+                    delete_session_blobs(conn, session_id)
                     conn.execute("COMMIT")
+                    scrub(conn)
                 except BaseException:
                     conn.execute("ROLLBACK")
                     raise

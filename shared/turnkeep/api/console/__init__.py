@@ -30,7 +30,7 @@ _TYPES = {
 # nothing may frame it.
 PAGE_HEADERS = {
     "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
         "connect-src 'self' http: https: ws: wss:; frame-ancestors 'none'; base-uri 'none'; "
         "form-action 'none'"
     ),

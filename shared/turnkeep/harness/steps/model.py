@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from turnkeep.envelope import Envelope
 from turnkeep.harness.approvals import approval_pause_seconds
+from turnkeep.harness.attachment_context import with_attachment_bytes
 from turnkeep.harness.context import (
     ContextBudgetError,
     NothingToShrinkError,
@@ -284,6 +285,7 @@ class _RoundShape:
         )
         # The stored branch ends before the previous round's results, which join as pending.
         self._view = deps.transcripts.branch_view(storage, results.committed_head)
+        self._storage = storage
         self._deps, self._state, self._provider = deps, state, provider
         self._head, self._tools, self._pending = results.head, tools, results.parts
         self._settings = turn_model_settings(deps, state)
@@ -294,6 +296,10 @@ class _RoundShape:
         return self._settings
 
     def prepare(self, *, target: int | None = None) -> PreparedRound:
+        # The transcript holds attachment references; the request gets their bytes.
+        return with_attachment_bytes(self._prepare(target), self._storage)
+
+    def _prepare(self, target: int | None) -> PreparedRound:
         return prepare_round(
             self._provider,
             self._view,

@@ -24,7 +24,7 @@ from turnkeep.harness.state import (
 from turnkeep.harness.steps.common import clip, epoch_ms, open_session, settle_envelope
 from turnkeep.harness.steps.terminal import fail_turn
 from turnkeep.harness.transcript import entry_data
-from turnkeep.providers.base import Message, TextPart
+from turnkeep.providers.base import AttachmentPart, Message, TextPart
 from turnkeep.storage import MESSAGE_ENTRY_TYPE, Storage, Write, insert_entry, set_value
 from turnkeep.telemetry import new_trace_parent
 from turnkeep.turn_rules import STARTABLE_STATUSES
@@ -115,7 +115,10 @@ def _first_writes(deps: HarnessDeps, storage: Storage, inp: StartTurnInput, op: 
         last_entry_id=user_entry_id(op),
         trace_parent=new_trace_parent(),
     )
-    message = Message("user", (TextPart(inp.text),))
+    attached = tuple(
+        AttachmentPart(a.attachment_id, a.name, a.media_type, a.size) for a in inp.attachments
+    )
+    message = Message("user", (TextPart(inp.text), *attached))
     return [
         insert_entry(
             state.user_entry_id,

@@ -15,6 +15,7 @@ from turnkeep.plumbing.dynamodb_batches import batch_get
 from turnkeep.storage.addresses import Value, ValueList
 from turnkeep.storage.attached import AttachedKey, AttachedUpdate
 from turnkeep.storage.aws import keys
+from turnkeep.storage.aws.blobs import S3Blobs
 from turnkeep.storage.aws.cancellation import cancel_reasons, raise_cancel_cause
 from turnkeep.storage.aws.cleanup import delete_through
 from turnkeep.storage.aws.codec import (
@@ -41,6 +42,7 @@ from turnkeep.storage.aws.scoped import ObjectWrites, ScopeView, object_writes
 from turnkeep.storage.aws.session_state import SessionState, aws_call
 from turnkeep.storage.aws.session_txn import ActionMeta, plan_allocation, plan_session_commit
 from turnkeep.storage.base import ListOrder, Storage, now_ms
+from turnkeep.storage.blobs import BlobStore
 from turnkeep.storage.errors import (
     StorageConflictError,
     StorageUnavailableError,
@@ -613,6 +615,10 @@ class AwsStorage(Storage):
             for i in self._query_prefix(keys.USAGE_PREFIX)
         )
         return Snapshot(tuple(values), lists, entries, usage)
+
+    def _blobs(self) -> BlobStore:
+        prefix = self._repo.objects.session_prefix(self.session_id)
+        return S3Blobs(lambda: self._repo.s3, self._bucket, prefix)
 
     def _close(self) -> None:
         self._repo.release(self.session_id, self._state)

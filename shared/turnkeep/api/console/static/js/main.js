@@ -86,6 +86,14 @@ function connect(connection) {
       status: byId("turn-line"),
       remove: byId("delete-session"),
       dialog: byId("confirm-delete"),
+      attach: {
+        button: byId("attach"),
+        input: byId("attach-input"),
+        list: byId("attach-list"),
+        error: byId("attach-error"),
+        drop: byId("composer"),
+        paste: byId("message"),
+      },
     },
     {
       ...ctx,

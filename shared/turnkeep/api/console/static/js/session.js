@@ -2,6 +2,7 @@
 // delete. Turns are followed by `followTurn` (stream route, else polling).
 
 import { ApiError, describe, path } from "./api.js";
+import { AttachmentTray } from "./attachments.js";
 import { replaceChildren } from "./dom.js";
 import { followTurn } from "./follow.js";
 import { sessionLabel } from "./sessions.js";
@@ -47,6 +48,9 @@ export class SessionPanel {
         this.send();
       }
     });
+    this.tray = nodes.attach
+      ? new AttachmentTray(nodes.attach, { api: ctx.api, sessionId: () => this.sessionId })
+      : null;
     nodes.cancel.addEventListener("click", () => this.cancel());
     nodes.remove.addEventListener("click", () => this.confirmDelete());
   }
@@ -61,6 +65,7 @@ export class SessionPanel {
     this.cursor = 0;
     this.running = null;
     replaceChildren(this.nodes.transcript);
+    if (this.tray) this.tray.clear(); // attachments belong to the session they were sent to
     const view = await this.ctx.api.get(path("sessions", sessionId));
     this.showView(view);
     this.nodes.section.hidden = false;
@@ -142,11 +147,19 @@ export class SessionPanel {
       this.ctx.notify("A turn is still running: wait for it to end, or cancel it.", "error");
       return;
     }
+    if (this.tray && this.tray.busy) {
+      this.ctx.notify("An attachment is still uploading: send when it is listed.", "error");
+      return;
+    }
     this.nodes.send.disabled = true;
     this.nodes.status.textContent = "Sending…";
     try {
-      const started = await this.ctx.api.post(path("sessions", this.sessionId, "turns"), { text });
+      const body = { text };
+      const attachments = this.tray ? this.tray.ids() : [];
+      if (attachments.length) body.attachments = attachments;
+      const started = await this.ctx.api.post(path("sessions", this.sessionId, "turns"), body);
       this.nodes.input.value = ""; // only now: a refused or failed send keeps the text
+      if (this.tray) this.tray.clear();
       this.follow(started.turn_id);
     } catch (error) {
       this.nodes.status.textContent = "Not sent.";

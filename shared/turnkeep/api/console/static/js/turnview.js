@@ -2,6 +2,7 @@
 // while it streams, replaced by the settled entry), tool calls and results, approvals and
 // compaction summaries. History and live turns go through the same `apply`.
 
+import { attachmentList } from "./attachments.js";
 import { h, replaceChildren } from "./dom.js";
 import { approvalCard, markDecided } from "./approvals.js";
 import { describe, path } from "./api.js";
@@ -227,6 +228,7 @@ export class TurnView {
           { class: "msg user" },
           h("span", { class: "who" }, "you"),
           h("div", { class: "bubble-text" }, textOf(event.parts)),
+          attachmentList(event.parts, this.ctx),
         ),
       );
     } else if (role === "assistant") {
