@@ -51,3 +51,18 @@ def test_a_turn_of_an_unpriced_local_model_costs_zero(tmp_path: Path) -> None:
     assert result.usage.input_tokens > 0
     assert result.usage.cost_micros == 0
     assert [row.cost_micros for row in rows] == [0]
+
+
+def test_a_priced_turns_timeline_shows_what_each_round_cost(tmp_path: Path) -> None:
+    from turnkeep.events.timeline import turn_timeline
+
+    h = make_turn_harness(tmp_path, "sqlite")
+    h.deps.agent = Agent(model_settings={"price": PRICE})
+    result = run_turn(h.deps, h.session_id, USER, 'call echo {"text": "x"}', op_id="op-a")
+
+    with h.storage() as storage:
+        timeline = turn_timeline(storage, None, "op-a")
+    rounds = [b for b in timeline.bars if b.kind == "round"]
+    assert len(rounds) == 2
+    assert all(b.cost_micros is not None and b.cost_micros > 0 for b in rounds)
+    assert sum(b.cost_micros or 0 for b in rounds) == result.usage.cost_micros

@@ -42,8 +42,8 @@ class TimelineBar(BaseModel):
     cache_write_tokens: int | None = None
     estimated: bool = False
     """The server reported no usage: the tokens are the provider's estimate."""
-    # Unfinished (issue #33 item 5): the round's cost in micro-dollars joins here as
-    # `cost_micros` once pricing (item 1) lands; the console already shows it when present.
+    cost_micros: int | None = None
+    """What the round cost, integer micro-dollars (docs/usage.md); None: stored before costs."""
 
 
 class TurnTimeline(BaseModel):
@@ -90,7 +90,13 @@ def _with_usage(bar: TimelineBar, data: dict[str, JsonValue]) -> TimelineBar:
         return bar
     figures = {
         key: int(value)
-        for key in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+        for key in (
+            "input_tokens",
+            "output_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "cost_micros",
+        )
         if isinstance(value := usage.get(key), int) and not isinstance(value, bool)
     }
     return bar.model_copy(update={**figures, "estimated": usage.get("estimated") is True})

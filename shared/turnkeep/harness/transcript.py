@@ -139,6 +139,7 @@ def usage_json(usage: Usage) -> dict[str, JsonValue]:
         "output_tokens": usage.output_tokens,
         "cache_read_tokens": usage.cache_read_tokens,
         "cache_write_tokens": usage.cache_write_tokens,
+        "cost_micros": usage.cost_micros,
         "estimated": usage.estimated,
     }
 
