@@ -27,7 +27,9 @@ from turnkeep.harness.transcript import (
     model_view,
     tool_message,
 )
+from turnkeep.providers.attachment_budget import attachment_tokens, attachment_view
 from turnkeep.providers.base import (
+    AttachmentPart,
     Message,
     ModelProvider,
     ModelRequest,
@@ -82,6 +84,10 @@ def message_tokens(message: Message) -> int:
             size += len(part.name) + len(part.arguments)
         elif isinstance(part, ToolResultPart):
             size += len(part.content)
+            size += sum(attachment_tokens(a) for a in part.attachments) * CHARS_PER_TOKEN
+        elif isinstance(part, AttachmentPart):
+            # By the providers' formulas (providers/attachment_budget.py), in characters here.
+            size += attachment_tokens(part) * CHARS_PER_TOKEN
         elif isinstance(part, ReasoningPart):
             # Sent back to Claude (signed or redacted), so it takes room in the request.
             size += len(part.text) + len(part.redacted)
@@ -264,9 +270,9 @@ def prepare_round(
     messages.extend(item.message for item in plan.kept)
     if pending:
         messages.append(tool_message(list(pending)))
-    request = ModelRequest(
-        system=system, messages=model_view(messages), tools=tools, settings=settings
-    )
+    # Old images leave the request as text references (docs/attachments.md, "Context policy").
+    sent = attachment_view(model_view(messages))
+    request = ModelRequest(system=system, messages=sent, tools=tools, settings=settings)
     estimated = request_tokens(request)
     factor = min(MAX_CALIBRATION, max(MIN_CALIBRATION, view.calibration))
     tokens = _calibrated(estimated, factor)
