@@ -6,6 +6,7 @@ from tests.support.attachment_samples import attachment, pdf, png
 from turnkeep.harness.context import message_tokens
 from turnkeep.providers.attachment_budget import (
     PDF_PAGE_TOKENS,
+    UNKNOWN_IMAGE_TOKENS,
     attachment_tokens,
     attachment_view,
     claude_image_tokens,
@@ -91,3 +92,16 @@ def test_an_old_tool_image_leaves_the_result_as_a_note_in_its_text() -> None:
     assert old.attachments == ()
     assert old.content.startswith("took it\n[image shot.png")
     assert attachment_view(history[:3])[1].parts[0] == result
+
+
+def test_a_reference_without_bytes_counts_by_its_size_and_an_image_by_the_most_it_can_cost() -> (
+    None
+):
+    image = AttachmentPart("att-1", "a.png", "image/png", 5_000)
+    scan = AttachmentPart("att-2", "scan.pdf", "application/pdf", 250_000)
+    notes = AttachmentPart("att-3", "notes.txt", "text/plain", 400)
+
+    assert attachment_tokens(image) == UNKNOWN_IMAGE_TOKENS
+    assert attachment_tokens(scan) == 3 * PDF_PAGE_TOKENS
+    assert attachment_tokens(notes) == 100
+    assert claude_image_tokens(4000, 4000) <= UNKNOWN_IMAGE_TOKENS

@@ -37,7 +37,12 @@ PDF_PAGE_TOKENS: Final = 3_000
 """Anthropic's upper figure for one PDF page (1,500-3,000 tokens of text, plus the page image)."""
 CHARS_PER_TOKEN: Final = 4
 UNKNOWN_IMAGE_TOKENS: Final = 1_600
-"""An image whose dimensions cannot be read: the most either formula charges."""
+"""An image whose dimensions are unknown (a reference without its bytes): about the most either
+formula charges (Anthropic ~1,600 at 1.15 MP; OpenAI 1,445 at 2048 x 768)."""
+PDF_BYTES_PER_PAGE: Final = 100_000
+"""A PDF known by its size only: one page a 100 kB (a page of text is less, of scans more)."""
+ZIP_RATIO: Final = 4
+"""A DOCX/XLSX known by its size only: the XML is about four times the zip."""
 _PDF_PAGE: Final = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 
 
@@ -87,8 +92,9 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
 
 
 def claude_image_tokens(width: int, height: int) -> int:
-    """Anthropic's formula: scaled to fit 1568 px on the long edge, then w x h / 750."""
-    scale = min(1.0, 1568 / max(width, height, 1))
+    """Anthropic's formula: scaled into 1568 px on the long edge and 1.15 megapixels, then
+    w x h / 750 (so at most about 1,600 tokens)."""
+    scale = min(1.0, 1568 / max(width, height, 1), math.sqrt(1_150_000 / max(width * height, 1)))
     return max(1, math.ceil(round(width * scale) * round(height * scale) / 750))
 
 
@@ -109,6 +115,8 @@ def attachment_tokens(part: AttachmentPart) -> int:
             return UNKNOWN_IMAGE_TOKENS
         return max(claude_image_tokens(*size), openai_image_tokens(*size))
     fmt = DOCUMENT_FORMATS.get(part.media_type, "")
+    if not part.data:
+        return _reference_tokens(fmt, part.size)
     if fmt in TEXT_FORMATS:
         return -(-len(part.data.decode("utf-8", errors="replace")) // CHARS_PER_TOKEN)
     if fmt == "pdf":
@@ -116,6 +124,16 @@ def attachment_tokens(part: AttachmentPart) -> int:
     if fmt in ("docx", "xlsx"):
         return -(-_unzipped_xml(part.data) // CHARS_PER_TOKEN)
     return -(-max(part.size, len(part.data)) // CHARS_PER_TOKEN)
+
+
+def _reference_tokens(fmt: str, size: int) -> int:
+    """A document known by its reference only (the transcript's view, before the round's bytes
+    are loaded): text by its size, a PDF at a page per `PDF_BYTES_PER_PAGE`, DOCX/XLSX as text
+    `ZIP_RATIO` times their size."""
+    if fmt == "pdf":
+        return max(1, -(-size // PDF_BYTES_PER_PAGE)) * PDF_PAGE_TOKENS
+    ratio = ZIP_RATIO if fmt in ("docx", "xlsx") else 1
+    return -(-size * ratio // CHARS_PER_TOKEN)
 
 
 def _unzipped_xml(data: bytes) -> int:
