@@ -9,7 +9,7 @@ from turnkeep.harness.attachment_checks import check_attachments
 from turnkeep.providers.base import TextPart, ToolResultPart
 from turnkeep.providers.capabilities import (
     ATTACHMENT_UNSUPPORTED,
-    AttachmentRefused,
+    AttachmentUnsupported,
     capabilities_for,
 )
 from turnkeep.providers.factory import ProviderConfigError, provider_from_config
@@ -28,7 +28,7 @@ def test_a_text_only_model_refuses_an_image_at_turn_start_naming_it() -> None:
 
     refused = check_attachments("bedrock:amazon.nova-micro-v1:0", [image])
 
-    assert isinstance(refused, AttachmentRefused)
+    assert isinstance(refused, AttachmentUnsupported)
     assert refused.code == ATTACHMENT_UNSUPPORTED
     assert refused.attachment_id == image.attachment_id
     assert "error.png" in str(refused)
@@ -40,7 +40,7 @@ def test_an_unknown_local_server_takes_text_documents_but_no_images_or_pdfs() ->
     notes = attachment("notes.md", "text/markdown", b"# hi")
 
     assert check_attachments(spec, [notes]) is None
-    assert isinstance(check_attachments(spec, [png()]), AttachmentRefused)
+    assert isinstance(check_attachments(spec, [png()]), AttachmentUnsupported)
     assert "pdf documents" in str(check_attachments(spec, [pdf()]))
 
 
@@ -49,7 +49,7 @@ def test_a_spec_may_declare_images_for_a_local_vision_model() -> None:
 
     assert check_attachments(spec, [png()]) is None
     assert capabilities_for(spec).images
-    assert isinstance(check_attachments(spec + "x", [png()]), AttachmentRefused)
+    assert isinstance(check_attachments(spec + "x", [png()]), AttachmentUnsupported)
 
 
 def test_a_malformed_attachments_option_is_a_configuration_error() -> None:

@@ -5,6 +5,6 @@ mid-turn."""
 
 from __future__ import annotations
 
-from turnkeep.providers.capabilities import AttachmentRefused, check_attachments
+from turnkeep.providers.capabilities import AttachmentUnsupported, check_attachments
 
-__all__ = ["AttachmentRefused", "check_attachments"]
+__all__ = ["AttachmentUnsupported", "check_attachments"]

@@ -180,7 +180,7 @@ def _declare(found: Capabilities, declared: str) -> Capabilities:
     )
 
 
-class AttachmentRefused(FatalModelError):
+class AttachmentUnsupported(FatalModelError):
     """An attachment the model cannot take; `attachment_id` names it (None: a count limit)."""
 
     def __init__(self, message: str, attachment_id: str | None = None) -> None:
@@ -188,13 +188,13 @@ class AttachmentRefused(FatalModelError):
         self.attachment_id = attachment_id
 
 
-def check_attachments(model_spec: str, parts: Sequence[Part]) -> AttachmentRefused | None:
+def check_attachments(model_spec: str, parts: Sequence[Part]) -> AttachmentUnsupported | None:
     """The refusal for the first attachment in `parts` (a turn's message parts, tool results'
     images included) that the spec's model cannot take, or None when it takes them all."""
     try:
         capabilities = capabilities_for(model_spec)
     except ValueError as exc:
-        return AttachmentRefused(f"model {model_spec!r}: {exc}")
+        return AttachmentUnsupported(f"model {model_spec!r}: {exc}")
     images = documents = 0
     for part in parts:
         found = [part] if isinstance(part, AttachmentPart) else []
@@ -204,7 +204,7 @@ def check_attachments(model_spec: str, parts: Sequence[Part]) -> AttachmentRefus
         for attachment in found:
             refused = _refusal(capabilities, attachment, in_tool=in_tool)
             if refused is not None:
-                return AttachmentRefused(refused, attachment.attachment_id)
+                return AttachmentUnsupported(refused, attachment.attachment_id)
             images += attachment.is_image
             documents += not attachment.is_image
     return _count_refusal(capabilities, images, documents)
@@ -233,13 +233,13 @@ def _refusal(capabilities: Capabilities, part: AttachmentPart, *, in_tool: bool)
 
 def _count_refusal(
     capabilities: Capabilities, images: int, documents: int
-) -> AttachmentRefused | None:
+) -> AttachmentUnsupported | None:
     for count, limit, what in (
         (images, capabilities.max_images, "images"),
         (documents, capabilities.max_documents, "documents"),
     ):
         if limit is not None and count > limit:
-            return AttachmentRefused(
+            return AttachmentUnsupported(
                 f"{count} {what} in one turn: this model ({capabilities.family}) takes at most "
                 f"{limit} a request"
             )
