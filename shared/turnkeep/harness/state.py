@@ -108,7 +108,7 @@ class CallApproval(_Model):
     decision: ApprovalDecision | None = None
 
 
-class AttachmentRef(_Model):
+class ToolImageRef(_Model):
     """An image a tool returned, kept as an attachment of the session: the reference the
     result's transcript entry carries (docs/attachments.md, "Images from tools")."""
 
@@ -129,7 +129,7 @@ class CallState(_Model):
     attempts: int = 0
     content: str | None = None
     is_error: bool = False
-    attachments: list[AttachmentRef] = Field(default_factory=list)
+    attachments: list[ToolImageRef] = Field(default_factory=list)
     """Images the tool returned, stored as the session's attachments."""
     replayed: bool = False
     interrupted: bool = False
