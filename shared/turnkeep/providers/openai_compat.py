@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -354,20 +353,19 @@ class OpenAICompatProvider(ModelProvider):
         return RetryableModelError(text, code="stream_error")
 
 
-_shared_clients: dict[str, httpx.Client] = {}
-_shared_clients_lock = threading.Lock()
-
-
 def default_client() -> httpx.Client:
-    """The process-wide httpx client (thread-safe, pooled), so per-round providers share sockets.
+    """The process-wide httpx client (thread-safe, pooled), so per-round providers share sockets
+    (the process's client cache, `turnkeep.plumbing.clients`); a closed one is replaced.
 
     Timeouts are set per request by each provider.
     """
-    with _shared_clients_lock:
-        client = _shared_clients.get("default")
-        if client is None or client.is_closed:
-            client = _shared_clients["default"] = httpx.Client(timeout=DEFAULT_TIMEOUT)
-        return client
+    from turnkeep.plumbing.clients import cached_client
+
+    return cached_client(
+        ("httpx", "model endpoints"),
+        lambda: httpx.Client(timeout=DEFAULT_TIMEOUT),
+        usable=lambda client: not client.is_closed,
+    )
 
 
 # -- stream state -------------------------------------------------------------------------------
