@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from tests.support.attachment_samples import attachment, pdf, png
-from turnkeep.harness.context import message_tokens
+from turnkeep.harness import HarnessLimits
+from turnkeep.harness.context import message_tokens, plan_context
+from turnkeep.harness.transcript import BranchView, ViewItem
 from turnkeep.providers.attachment_budget import (
     PDF_PAGE_TOKENS,
     UNKNOWN_IMAGE_TOKENS,
@@ -14,6 +16,7 @@ from turnkeep.providers.attachment_budget import (
     openai_image_tokens,
 )
 from turnkeep.providers.base import AttachmentPart, Message, TextPart, ToolResultPart
+from turnkeep.providers.context import ContextWindow
 
 
 def _user(*parts: TextPart | AttachmentPart) -> Message:
@@ -105,3 +108,25 @@ def test_a_reference_without_bytes_counts_by_its_size_and_an_image_by_the_most_i
     assert attachment_tokens(scan) == 3 * PDF_PAGE_TOKENS
     assert attachment_tokens(notes) == 100
     assert claude_image_tokens(4000, 4000) <= UNKNOWN_IMAGE_TOKENS
+
+
+def test_old_images_the_policy_retires_do_not_push_the_plan_into_leaving_turns_out() -> None:
+    # Ten turns, each with a 1000 x 1000 image (1334 tokens): sent whole only the last three
+    # carry their image, about 4,000 tokens; costed naively the images alone are 13,340.
+    items = []
+    for n in range(10):
+        image = png(f"p{n}.png", width=1000, height=1000)
+        ask = Message("user", (TextPart(f"turn {n}"), image))
+        items += [ViewItem(f"u{n}", ask, True, None), ViewItem(f"a{n}", _reply(), False, None)]
+    view = BranchView(tuple(items), None, 1.0)
+
+    plan = plan_context(
+        view,
+        system="",
+        tools=(),
+        pending=(),
+        window=ContextWindow(8_000, 1_000),
+        limits=HarnessLimits(context_threshold=0.9, context_keep=0.5),
+    )
+
+    assert plan.action == "none"

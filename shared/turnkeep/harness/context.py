@@ -181,11 +181,15 @@ def plan_context(
     """
     factor = min(MAX_CALIBRATION, max(MIN_CALIBRATION, view.calibration))
     budget = window.input_budget
+    # Costed as sent: attachments the policy retires count as their text references.
+    sent = dict(
+        zip(map(id, view.items), attachment_view([i.message for i in view.items]), strict=True)
+    )
 
     def cost(item: ViewItem) -> int:
         if item.known_tokens is not None:
             return item.known_tokens + MESSAGE_OVERHEAD_TOKENS
-        return _calibrated(message_tokens(item.message), factor)
+        return _calibrated(message_tokens(sent.get(id(item), item.message)), factor)
 
     fixed = _calibrated(text_tokens(system) + tools_tokens(tools), factor)
     if pending:
