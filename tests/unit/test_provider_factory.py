@@ -90,7 +90,7 @@ def test_bedrock_spec_keeps_colons_of_the_model_id_and_uses_the_injected_client(
     assert provider.model_id == "anthropic.claude-3-5-haiku-20241022-v1:0"
     assert provider.client is bedrock_client
     assert provider.streaming is True
-    assert provider.max_tokens == DEFAULT_MAX_TOKENS
+    assert provider.settings.max_tokens == DEFAULT_MAX_TOKENS
 
 
 def test_bedrock_spec_accepts_an_inference_profile_arn_and_options() -> None:
@@ -101,7 +101,7 @@ def test_bedrock_spec_accepts_an_inference_profile_arn_and_options() -> None:
     assert isinstance(provider, BedrockProvider)
     assert provider.model_id == arn
     assert provider.streaming is False
-    assert provider.max_tokens == 512
+    assert provider.settings.max_tokens == 512
 
 
 def test_openai_spec_splits_base_url_and_model_with_the_key_from_the_environment() -> None:

@@ -156,10 +156,16 @@ class BedrockProvider(ModelProvider):
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         self.model_id = model_id
         self.streaming = stream
-        self.max_tokens = max_tokens
         self._region_name = region_name
         self._client = client
-        self.settings = settings or ModelSettings()
+        base = settings or ModelSettings()
+        # One max_tokens: the settings' (docs/providers.md); `max_tokens` is its default here,
+        # since Converse needs a number.
+        self.settings = (
+            base
+            if base.max_tokens is not None
+            else base.model_copy(update={"max_tokens": max_tokens})
+        )
         """The spec's settings; a request's `settings` override them field by field."""
 
     @property
@@ -224,7 +230,7 @@ class BedrockProvider(ModelProvider):
 
     def _inference_config(self, settings: ModelSettings) -> InferenceConfigurationTypeDef:
         config: InferenceConfigurationTypeDef = {
-            "maxTokens": settings.max_tokens or self.max_tokens
+            "maxTokens": settings.max_tokens or DEFAULT_MAX_TOKENS
         }
         if settings.temperature is not None:
             config["temperature"] = settings.temperature

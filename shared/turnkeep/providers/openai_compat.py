@@ -101,11 +101,16 @@ class OpenAICompatProvider(ModelProvider):
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.streaming = stream
-        self.max_tokens = max_tokens
         self._api_key = api_key
         self._timeout = httpx.Timeout(timeout, connect=min(timeout, 10.0))
         self._client = client if client is not None else default_client()
-        self.settings = settings or ModelSettings()
+        base = settings or ModelSettings()
+        # One max_tokens: the settings' (docs/providers.md); the argument only fills it in.
+        self.settings = (
+            base
+            if base.max_tokens is not None or max_tokens is None
+            else base.model_copy(update={"max_tokens": max_tokens})
+        )
         """The spec's settings; a request's `settings` override them field by field."""
         self.capabilities = capabilities_for(f"openai:{self.base_url}#{model}")
         """What the model takes besides text; the factory applies the spec's `attachments=`."""
@@ -135,9 +140,8 @@ class OpenAICompatProvider(ModelProvider):
             body["tools"] = chat_tools(request.tools)
             if settings.tool_choice is not None:
                 body["tool_choice"] = chat_tool_choice(settings.tool_choice, request.tools)
-        max_tokens = settings.max_tokens or self.max_tokens
-        if max_tokens is not None:
-            body["max_tokens"] = max_tokens
+        if settings.max_tokens is not None:
+            body["max_tokens"] = settings.max_tokens
         if settings.temperature is not None:
             body["temperature"] = settings.temperature
         if settings.top_p is not None:
