@@ -93,3 +93,10 @@ def test_a_tool_result_carries_images_only() -> None:
 
     assert refused is not None
     assert "tool results carry images only" in str(refused)
+
+
+def test_every_claude_after_claude_2_takes_images_and_claude_2_does_not() -> None:
+    for model in ("anthropic.claude-sonnet-4-5-20250929-v1:0", "us.anthropic.claude-opus-4-1"):
+        assert capabilities_for(f"bedrock:{model}").images, model
+    assert not capabilities_for("bedrock:anthropic.claude-v2:1").images
+    assert not capabilities_for("bedrock:anthropic.claude-instant-v1").images

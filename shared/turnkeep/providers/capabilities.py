@@ -69,7 +69,7 @@ _NONE: Final = frozenset[str]()
 # the service model says Amazon Nova and Anthropic Claude 3 and 4 only.
 _BEDROCK: Final = (
     (
-        re.compile(r"anthropic\.claude-(3|sonnet-4|opus-4|haiku-4|[a-z]+-4)"),
+        re.compile(r"anthropic\.claude-(?!v2|instant)"),
         Capabilities(
             "claude",
             True,
