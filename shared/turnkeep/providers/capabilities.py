@@ -146,11 +146,16 @@ def capabilities_for(model_spec: str) -> Capabilities:
     elif kind == "bedrock":
         found = _lookup(_BEDROCK, target, _BEDROCK_FALLBACK)
     elif kind == "openai":
-        found = _lookup(_OPENAI, target.partition("#")[2], _OPENAI_FALLBACK)
+        found = openai_capabilities(target.partition("#")[2])
     else:
         found = Capabilities("unknown")
     declared = dict(parse_qsl(query)).get("attachments")
     return found if declared is None else _declare(found, declared)
+
+
+def openai_capabilities(model: str) -> Capabilities:
+    """The table's capabilities of a Chat Completions model name."""
+    return _lookup(_OPENAI, model, _OPENAI_FALLBACK)
 
 
 def _lookup(

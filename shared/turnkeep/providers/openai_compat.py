@@ -38,7 +38,7 @@ from turnkeep.providers.base import (
     Usage,
     check_transcript,
 )
-from turnkeep.providers.capabilities import SCRIPTED, Capabilities, capabilities_for
+from turnkeep.providers.capabilities import SCRIPTED, Capabilities, openai_capabilities
 from turnkeep.providers.settings import ModelSettings
 from turnkeep.providers.wire_attachments import chat_content_part, omitted_text
 
@@ -112,7 +112,7 @@ class OpenAICompatProvider(ModelProvider):
             else base.model_copy(update={"max_tokens": max_tokens})
         )
         """The spec's settings; a request's `settings` override them field by field."""
-        self.capabilities = capabilities_for(f"openai:{self.base_url}#{model}")
+        self.capabilities = openai_capabilities(model)
         """What the model takes besides text; the factory applies the spec's `attachments=`."""
 
     @property
