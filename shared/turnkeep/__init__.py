@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from turnkeep.agent import Agent, tool
     from turnkeep.mcp import mcp_server
     from turnkeep.tools.base import Tool, ToolContext, ToolResult
+    from turnkeep.tools.images import Image
 
 _EXPORTS = {
     "Agent": "turnkeep.agent",
@@ -23,9 +24,19 @@ _EXPORTS = {
     "Tool": "turnkeep.tools.base",
     "ToolContext": "turnkeep.tools.base",
     "ToolResult": "turnkeep.tools.base",
+    "Image": "turnkeep.tools.images",
 }
 
-__all__ = ["Agent", "Tool", "ToolContext", "ToolResult", "__version__", "mcp_server", "tool"]
+__all__ = [
+    "Agent",
+    "Image",
+    "Tool",
+    "ToolContext",
+    "ToolResult",
+    "__version__",
+    "mcp_server",
+    "tool",
+]
 
 
 def __getattr__(name: str) -> Any:

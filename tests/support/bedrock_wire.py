@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import socket
 import socketserver
 import struct
@@ -32,6 +33,7 @@ import botocore.session
 from botocore.validate import ParamValidator
 
 from turnkeep.providers.base import (
+    AttachmentPart,
     Message,
     ModelRequest,
     ModelResponse,
@@ -42,6 +44,7 @@ from turnkeep.providers.base import (
     ToolResultPart,
     ToolSpec,
 )
+from turnkeep.providers.capabilities import DOCUMENT_FORMATS, IMAGE_FORMATS
 
 _SERVICE = botocore.session.get_session().get_service_model("bedrock-runtime")
 _OPERATIONS = {"converse-stream": "ConverseStream", "converse": "Converse"}
@@ -152,6 +155,8 @@ class BedrockWire:
                 received = Received(operation, unquote(encoded_id), body, headers)
                 wire.received.append(received)
                 problem = validation_errors(operation, received.model_id, body)
+                if problem is None:
+                    problem = service_errors(body)
                 if problem is not None:
                     wire.invalid.append(problem)
                     self._error(
@@ -349,6 +354,8 @@ def neutral_request(body: dict[str, Any]) -> ModelRequest:
                 use = block["toolUse"]
                 names[use["toolUseId"]] = use["name"]
                 parts.append(ToolCallPart(use["toolUseId"], use["name"], json.dumps(use["input"])))
+            elif "image" in block or "document" in block:
+                parts.append(_received_attachment(block))
             elif "toolResult" in block:
                 result = block["toolResult"]
                 text = "".join(c.get("text", "") for c in result["content"])
@@ -358,6 +365,9 @@ def neutral_request(body: dict[str, Any]) -> ModelRequest:
                         names[result["toolUseId"]],
                         text,
                         result.get("status") == "error",
+                        attachments=tuple(
+                            _received_attachment(c) for c in result["content"] if "image" in c
+                        ),
                     )
                 )
         if results:
@@ -376,6 +386,61 @@ def neutral_request(body: dict[str, Any]) -> ModelRequest:
         if "toolSpec" in t
     )
     return ModelRequest(system, tuple(messages), tools)
+
+
+_MEDIA = {fmt: media for media, fmt in {**IMAGE_FORMATS, **DOCUMENT_FORMATS}.items()}
+
+
+def _received_attachment(block: dict[str, Any]) -> AttachmentPart:
+    """An image or document block as the neutral part the scripted model describes."""
+    kind = "image" if "image" in block else "document"
+    inner = block[kind]
+    data = decoded(inner["source"]["bytes"])
+    name = inner.get("name", f"{kind}.{inner['format']}")
+    return AttachmentPart(f"wire-{kind}", name, _MEDIA[inner["format"]], len(data), data)
+
+
+# Limits the service enforces that the service model does not state (the Converse API reference
+# and the Bedrock user guide's Converse quotas, docs/attachments.md cites them).
+MAX_IMAGE_BYTES = 3_750_000
+MAX_DOCUMENT_BYTES = 4_500_000
+_NAME_RULE = re.compile(r"[A-Za-z0-9\-()\[\]]+( [A-Za-z0-9\-()\[\]]+)*")
+
+
+def service_errors(body: dict[str, Any]) -> str | None:
+    """What Bedrock refuses in a valid-shaped request: a document name outside its character
+    rule or repeated, more than 20 images or 5 documents, an image over 3.75 MB or a
+    document over 4.5 MB (the error texts follow the service's ValidationException wording)."""
+    images: list[bytes] = []
+    names: list[str] = []
+    for message in body.get("messages", []):
+        for block in message["content"]:
+            inner = [block, *block.get("toolResult", {}).get("content", [])]
+            for item in inner:
+                if "image" in item and "bytes" in item["image"]["source"]:
+                    images.append(decoded(item["image"]["source"]["bytes"]))
+                if "document" in item:
+                    document = item["document"]
+                    names.append(document["name"])
+                    size = len(decoded(document["source"].get("bytes", "")))
+                    if size > MAX_DOCUMENT_BYTES:
+                        return f"The document {document['name']} exceeds 4.5 MB."
+    for name in names:
+        if not _NAME_RULE.fullmatch(name):
+            return (
+                "The format of the value at messages.content.document.name is invalid. Provide "
+                "a name that contains only alphanumeric characters, whitespace characters (no "
+                "more than one in a row), hyphens, parentheses, or square brackets."
+            )
+    if len({n.lower() for n in names}) < len(names):
+        return "The document names must be unique."
+    if len(images) > 20:
+        return "Too many images: a request may contain at most 20."
+    if len(names) > 5:
+        return "Too many documents: a request may contain at most 5."
+    if any(len(image) > MAX_IMAGE_BYTES for image in images):
+        return "An image exceeds 3.75 MB."
+    return None
 
 
 def reasoning_blocks(body: dict[str, Any]) -> list[dict[str, Any]]:

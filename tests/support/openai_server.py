@@ -12,6 +12,7 @@ of an object.
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import socketserver
@@ -23,6 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from turnkeep.providers.base import (
+    AttachmentPart,
     Message,
     ModelRequest,
     Part,
@@ -273,7 +275,7 @@ def neutral_request(body: dict[str, Any]) -> ModelRequest:
         if role == "system":
             system = raw["content"]
         elif role == "user":
-            messages.append(Message("user", (TextPart(raw["content"]),)))
+            messages.append(Message("user", _user_parts(raw["content"])))
         elif role == "assistant":
             parts: list[Part] = [TextPart(raw["content"])] if raw.get("content") else []
             for call in raw.get("tool_calls") or []:
@@ -302,6 +304,26 @@ def neutral_request(body: dict[str, Any]) -> ModelRequest:
         for t in body.get("tools") or []
     )
     return ModelRequest(system, tuple(messages), tools)
+
+
+def _user_parts(content: str | list[dict[str, Any]]) -> tuple[Part, ...]:
+    """A user message's content: text, or content parts (`image_url` and `file` data URLs as
+    the attachments they carry; any other URL is refused: turnkeep never sends one)."""
+    if isinstance(content, str):
+        return (TextPart(content),)
+    parts: list[Part] = []
+    for item in content:
+        if item["type"] == "text":
+            parts.append(TextPart(item["text"]))
+            continue
+        url = item["image_url"]["url"] if item["type"] == "image_url" else item["file"]["file_data"]
+        header, _, data = url.partition(",")
+        if not header.startswith("data:") or not header.endswith(";base64"):
+            raise ValueError(f"not a base64 data URL: {url[:40]!r}")
+        raw = base64.b64decode(data)
+        name = item.get("file", {}).get("filename", "image")
+        parts.append(AttachmentPart("wire-" + item["type"], name, header[5:-7], len(raw), raw))
+    return tuple(parts)
 
 
 def sse_reply(

@@ -24,6 +24,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import to_json
 
 from turnkeep.tools.base import Tool, ToolContext, ToolResult
+from turnkeep.tools.images import Image
 from turnkeep.tools.names import tool_name_problem
 
 Isolation = Literal["process", "in_process"]
@@ -186,11 +187,16 @@ def _await(awaitable: Any, timeout: float | None) -> Any:
 
 
 def result_of(name: str, value: object) -> ToolResult:
-    """A function's return value as a tool result: text as it is, anything else as JSON."""
+    """A function's return value as a tool result: text as it is, an `Image` (or a list of
+    texts and images) as images with their text, anything else as JSON."""
     if isinstance(value, ToolResult):
         return value
     if isinstance(value, str):
         return ToolResult(value)
+    if isinstance(value, Image):
+        value = [value]
+    if isinstance(value, list | tuple) and any(isinstance(v, Image) for v in value):
+        return _with_images(name, value)
     try:
         return ToolResult(to_json(value).decode("utf-8"))
     except Exception as exc:  # pydantic_core raises PydanticSerializationError and others
@@ -199,6 +205,20 @@ def result_of(name: str, value: object) -> ToolResult:
             f"JSON-serialisable ({exc})",
             True,
         )
+
+
+def _with_images(name: str, values: list[object] | tuple[object, ...]) -> ToolResult:
+    images = tuple(v for v in values if isinstance(v, Image))
+    texts = [v for v in values if not isinstance(v, Image)]
+    if not all(isinstance(t, str) for t in texts):
+        return ToolResult(
+            f"Error: tool {name} returned images with values that are not text; return a list "
+            "of str and turnkeep.Image",
+            True,
+        )
+    listed = ", ".join(f"{i.name} ({i.media_type}, {len(i.data)} bytes)" for i in images)
+    text = "\n".join(str(t) for t in texts) or f"[image: {listed}]"
+    return ToolResult(text, images=images)
 
 
 class FunctionTool(Tool[BaseModel]):

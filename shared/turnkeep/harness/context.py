@@ -29,7 +29,9 @@ from turnkeep.harness.transcript import (
     tool_message,
     usage_json,
 )
+from turnkeep.providers.attachment_budget import attachment_tokens, attachment_view
 from turnkeep.providers.base import (
+    AttachmentPart,
     Message,
     ModelProvider,
     ModelRequest,
@@ -86,6 +88,10 @@ def message_tokens(message: Message) -> int:
             size += len(part.name) + len(part.arguments)
         elif isinstance(part, ToolResultPart):
             size += len(part.content)
+            size += sum(attachment_tokens(a) for a in part.attachments) * CHARS_PER_TOKEN
+        elif isinstance(part, AttachmentPart):
+            # By the providers' formulas (providers/attachment_budget.py), in characters here.
+            size += attachment_tokens(part) * CHARS_PER_TOKEN
         elif isinstance(part, ReasoningPart):
             # Sent back to Claude (signed or redacted), so it takes room in the request.
             size += len(part.text) + len(part.redacted)
@@ -182,11 +188,15 @@ def plan_context(
     """
     factor = min(MAX_CALIBRATION, max(MIN_CALIBRATION, view.calibration))
     budget = window.input_budget
+    # Costed as sent: attachments the policy retires count as their text references.
+    sent = dict(
+        zip(map(id, view.items), attachment_view([i.message for i in view.items]), strict=True)
+    )
 
     def cost(item: ViewItem) -> int:
         if item.known_tokens is not None:
             return item.known_tokens + MESSAGE_OVERHEAD_TOKENS
-        return _calibrated(message_tokens(item.message), factor)
+        return _calibrated(message_tokens(sent.get(id(item), item.message)), factor)
 
     fixed = _calibrated(text_tokens(system) + tools_tokens(tools), factor)
     if pending:
@@ -280,9 +290,9 @@ def prepare_round(
     messages.extend(item.message for item in plan.kept)
     if pending:
         messages.append(tool_message(list(pending)))
-    request = ModelRequest(
-        system=system, messages=model_view(messages), tools=tools, settings=settings
-    )
+    # Old images leave the request as text references (docs/attachments.md, "Context policy").
+    sent = attachment_view(model_view(messages))
+    request = ModelRequest(system=system, messages=sent, tools=tools, settings=settings)
     estimated = request_tokens(request)
     factor = min(MAX_CALIBRATION, max(MIN_CALIBRATION, view.calibration))
     tokens = _calibrated(estimated, factor)

@@ -32,7 +32,7 @@ from turnkeep.harness.state import (
     result_entry_id,
 )
 from turnkeep.harness.transcript import entry_data, tool_message
-from turnkeep.providers.base import Message, TextPart, ToolResultPart, Usage
+from turnkeep.providers.base import AttachmentPart, Message, TextPart, ToolResultPart, Usage
 from turnkeep.storage import (
     MESSAGE_ENTRY_TYPE,
     JsonValue,
@@ -103,7 +103,13 @@ def settle_pending(storage: Storage, state: OperationState, reason: str) -> Sett
         if call is None:
             continue  # already settled by an earlier delivery of this step
         if call.phase == "done" and call.content is not None:
-            part = ToolResultPart(call_id, call.name, call.content, call.is_error)
+            images = tuple(
+                AttachmentPart(a.attachment_id, a.name, a.media_type, a.size)
+                for a in call.attachments
+            )
+            part = ToolResultPart(
+                call_id, call.name, call.content, call.is_error, attachments=images
+            )
             interrupted = call.interrupted
             child_usage += _child_usage(call)
         else:

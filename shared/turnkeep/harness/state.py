@@ -114,6 +114,16 @@ class CallApproval(_Model):
     decision: ApprovalDecision | None = None
 
 
+class ToolImageRef(_Model):
+    """An image a tool returned, kept as an attachment of the session: the reference the
+    result's transcript entry carries (docs/attachments.md, "Images from tools")."""
+
+    attachment_id: str
+    name: str
+    media_type: str
+    size: int = 0
+
+
 class CallState(_Model):
     """One tool call: its arguments until settled, and its result once run."""
 
@@ -125,6 +135,8 @@ class CallState(_Model):
     attempts: int = 0
     content: str | None = None
     is_error: bool = False
+    attachments: list[ToolImageRef] = Field(default_factory=list)
+    """Images the tool returned, stored as the session's attachments."""
     replayed: bool = False
     interrupted: bool = False
     approval: CallApproval | None = None

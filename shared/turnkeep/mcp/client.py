@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from mcp import Client
     from mcp_types import CallToolResult, DiscoverResult
 
+    from turnkeep.tools.images import Image
+
 
 def import_sdk() -> None:
     """Import what an exchange uses, before its deadline starts: the first import of the `mcp`
@@ -320,9 +322,11 @@ def result_text(result: CallToolResult) -> str:
     )
 
     parts: list[str] = []
-    for block in result.content:
+    for index, block in enumerate(result.content):
         if isinstance(block, TextContent):
             parts.append(block.text)
+        elif isinstance(block, ImageContent) and _image(block, index) is not None:
+            parts.append(f"[image {index + 1} ({block.mime_type}), attached]")
         elif isinstance(block, ImageContent | AudioContent):
             kind = "image" if isinstance(block, ImageContent) else "audio"
             parts.append(f"[{kind} content ({block.mime_type}), not shown]")
@@ -339,3 +343,29 @@ def result_text(result: CallToolResult) -> str:
     if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False))
     return "\n".join(parts)
+
+
+def result_images(result: CallToolResult) -> tuple[Image, ...]:
+    """The result's `image` content blocks as images for the model (docs/mcp.md); a block
+    whose data is not base64 of a PNG, JPEG, GIF or WebP stays a "not shown" note in the text."""
+    from mcp_types import ImageContent
+
+    found = (
+        _image(block, index)
+        for index, block in enumerate(result.content)
+        if isinstance(block, ImageContent)
+    )
+    return tuple(image for image in found if image is not None)
+
+
+def _image(block: Any, index: int) -> Image | None:
+    import base64
+    import binascii
+
+    from turnkeep.tools.images import Image
+
+    try:
+        data = base64.b64decode(block.data, validate=True)
+        return Image(data, f"image {index + 1}", block.mime_type)
+    except (binascii.Error, ValueError):
+        return None

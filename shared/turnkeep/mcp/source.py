@@ -371,9 +371,10 @@ class McpServer:
                 True,
             )
         text = client.result_text(result)
+        images = client.result_images(result)
         if result.is_error:
-            return ToolResult(f"Error: tool {prefixed} reported an error: {text}", True)
-        return ToolResult(text)
+            return ToolResult(f"Error: tool {prefixed} reported an error: {text}", True, images)
+        return ToolResult(text, images=images)
 
 
 class McpTool(Tool[McpArguments]):

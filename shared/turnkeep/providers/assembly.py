@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from turnkeep.providers.attachment_budget import CHARS_PER_TOKEN, attachment_tokens
 from turnkeep.providers.base import (
     AttachmentPart,
     Message,
@@ -166,6 +167,6 @@ def _part_chars(part: Part) -> int:
     if isinstance(part, ToolCallPart):
         return len(part.name) + len(part.arguments)
     if isinstance(part, AttachmentPart):
-        # UNFINISHED (issue #32): the per-kind context formula replaces this name-only count.
-        return len(part.name)
-    return len(part.name) + len(part.content)
+        return attachment_tokens(part) * CHARS_PER_TOKEN
+    images = sum(attachment_tokens(a) for a in part.attachments) * CHARS_PER_TOKEN
+    return len(part.name) + len(part.content) + images

@@ -17,7 +17,7 @@ import json
 import os
 import re
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from botocore.eventstream import ParserError as EventStreamParserError
 from botocore.exceptions import (
@@ -50,11 +50,13 @@ from turnkeep.providers.base import (
     StreamEvent,
     TextPart,
     ToolCallPart,
+    ToolResultPart,
     ToolSpec,
     Usage,
     check_transcript,
 )
 from turnkeep.providers.settings import ModelSettings
+from turnkeep.providers.wire_attachments import converse_block, omitted_text, unique_document_names
 
 if TYPE_CHECKING:
     from mypy_boto3_bedrock_runtime import BedrockRuntimeClient
@@ -510,6 +512,7 @@ def converse_messages(
                 tools_on=tools_on,
                 tool_status=tool_status,
                 signed_reasoning=signed_reasoning and tools_on,
+                tool_images=tool_status,
             )
         ]
         if not blocks:
@@ -523,6 +526,7 @@ def converse_messages(
             out[-1] = {"role": out[-1]["role"], "content": [*previous, *blocks]}
         else:
             out.append({"role": "assistant" if role == "assistant" else "user", "content": blocks})
+    unique_document_names(cast(list[dict[str, Any]], out))
     return out
 
 
@@ -533,7 +537,12 @@ def _mixes(previous: Sequence[Any], blocks: Sequence[Any]) -> bool:
 
 
 def _blocks(
-    part: Part, *, tools_on: bool, tool_status: bool = True, signed_reasoning: bool = False
+    part: Part,
+    *,
+    tools_on: bool,
+    tool_status: bool = True,
+    signed_reasoning: bool = False,
+    tool_images: bool = True,
 ) -> list[Any]:
     if isinstance(part, TextPart):
         return [{"text": part.text}] if part.text.strip() else []
@@ -547,19 +556,33 @@ def _blocks(
         }
         return [block]
     if isinstance(part, AttachmentPart):
-        # UNFINISHED (issue #32): image and document blocks; nothing creates attachments yet.
-        raise NotImplementedError("attachments are not sent to Bedrock yet (docs/attachments.md)")
+        return [converse_block(part)]
     content = part.content if part.content.strip() else _NO_OUTPUT
     if not tools_on:
         status = "error" if part.is_error else "ok"
-        return [{"text": f"[result of tool {part.name} (id {part.call_id}), {status}]\n{content}"}]
-    result: dict[str, Any] = {"toolUseId": part.call_id, "content": [{"text": content}]}
+        text = f"[result of tool {part.name} (id {part.call_id}), {status}]\n{content}"
+        return [{"text": text}, *_tool_images(part, tool_images)]
+    if tool_status and part.is_error:
+        first: dict[str, Any] = {"text": content}
+    else:
+        # Without a status field the model learns of the failure from the text.
+        first = {"text": f"[tool error] {content}" if part.is_error else content}
+    result: dict[str, Any] = {
+        "toolUseId": part.call_id,
+        "content": [first, *_tool_images(part, tool_images)],
+    }
     if tool_status:
         result["status"] = "error" if part.is_error else "success"
-    elif part.is_error:
-        # Without a status field the model learns of the failure from the text.
-        result["content"] = [{"text": f"[tool error] {content}"}]
     return [{"toolResult": result}]
+
+
+def _tool_images(part: ToolResultPart, tool_images: bool) -> list[Any]:
+    """Images a tool returned: image blocks where the model takes them in a tool result (Nova,
+    Claude 3 and 4, per the service model), else a text note (docs/attachments.md)."""
+    if tool_images:
+        return [converse_block(a) for a in part.attachments]
+    why = "returned by the tool; this model cannot see images in tool results"
+    return [{"text": omitted_text(a, why)} for a in part.attachments]
 
 
 def _reasoning_blocks(part: ReasoningPart) -> list[Any]:

@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl
 
 from turnkeep.plumbing.credentials import CredentialError
 from turnkeep.providers.base import FatalModelError, ModelProvider
+from turnkeep.providers.capabilities import capabilities_for
 from turnkeep.providers.context import (
     DEFAULT_OUTPUT_RESERVE,
     SCRIPTED_CONTEXT,
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from mypy_boto3_secretsmanager import SecretsManagerClient
     from mypy_boto3_ssm import SSMClient
 
+    from turnkeep.providers.openai_compat import OpenAICompatProvider
+
 SPEC_FORMS = (
     "scripted[?delay_ms=N&words_per_frame=N&context=N&reserve=N]",
     "bedrock:<model id>[?region=R&stream=false&context=N&reserve=N&<model settings>]",
@@ -49,9 +52,18 @@ SPEC_FORMS = (
 # `context` (tokens of the model's window) and `reserve` (tokens kept free for the reply) are
 # every provider's: the harness budgets each request by them (docs/harness.md).
 _CONTEXT_OPTIONS = frozenset({"context", "reserve"})
+# `attachments` declares what the model takes besides text (providers/capabilities.py).
+_ATTACHMENT_OPTIONS = frozenset({"attachments"})
 _SCRIPTED_OPTIONS = frozenset({"delay_ms", "words_per_frame", "price"}) | _CONTEXT_OPTIONS
-_BEDROCK_OPTIONS = frozenset({"region", "stream"}) | _CONTEXT_OPTIONS | SETTING_OPTIONS
-_OPENAI_OPTIONS = frozenset({"key", "stream", "timeout"}) | _CONTEXT_OPTIONS | SETTING_OPTIONS
+_BEDROCK_OPTIONS = (
+    frozenset({"region", "stream"}) | _CONTEXT_OPTIONS | SETTING_OPTIONS | _ATTACHMENT_OPTIONS
+)
+_OPENAI_OPTIONS = (
+    frozenset({"key", "stream", "timeout"})
+    | _CONTEXT_OPTIONS
+    | SETTING_OPTIONS
+    | _ATTACHMENT_OPTIONS
+)
 _REPEATABLE = frozenset({"stop"})
 
 
@@ -83,13 +95,17 @@ def provider_from_config(
     if not isinstance(spec, str) or not spec.strip():
         raise ProviderConfigError(f"empty provider spec; expected one of: {'; '.join(SPEC_FORMS)}")
     spec = spec.strip()
+    try:
+        capabilities = capabilities_for(spec)
+    except ValueError as exc:
+        raise ProviderConfigError(f"provider spec {spec!r}: {exc}") from exc
     kind, sep, rest = spec.partition(":")
     if spec == "scripted" or spec.startswith("scripted?"):
         return _scripted(spec, spec[len("scripted") :])
     if kind == "bedrock" and sep:
         return _bedrock(spec, rest, bedrock_client)
     if kind == "openai" and sep:
-        return _openai(
+        provider = _openai(
             spec,
             rest,
             http_client=http_client,
@@ -97,6 +113,8 @@ def provider_from_config(
             ssm_client=ssm_client,
             environ=environ,
         )
+        provider.capabilities = capabilities
+        return provider
     raise ProviderConfigError(
         f"unknown provider spec {kind!r} in {spec!r}; expected one of: {'; '.join(SPEC_FORMS)}"
     )
@@ -163,7 +181,7 @@ def _openai(
     secrets_client: SecretsManagerClient | None,
     ssm_client: SSMClient | None,
     environ: Mapping[str, str] | None,
-) -> ModelProvider:
+) -> OpenAICompatProvider:
     base_url, hash_sign, model_part = rest.partition("#")
     if not hash_sign:
         raise ProviderConfigError(

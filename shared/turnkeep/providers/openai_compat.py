@@ -22,6 +22,7 @@ import httpx
 
 from turnkeep.providers.assembly import StreamAssembler, arguments_object, estimated_usage
 from turnkeep.providers.base import (
+    AttachmentPart,
     FatalModelError,
     Message,
     ModelError,
@@ -37,7 +38,9 @@ from turnkeep.providers.base import (
     Usage,
     check_transcript,
 )
+from turnkeep.providers.capabilities import SCRIPTED, Capabilities, openai_capabilities
 from turnkeep.providers.settings import ModelSettings
+from turnkeep.providers.wire_attachments import chat_content_part, omitted_text
 
 DEFAULT_TIMEOUT = 120.0
 # Tool results carry no error flag in Chat Completions; the model learns of a failure from this
@@ -109,6 +112,8 @@ class OpenAICompatProvider(ModelProvider):
             else base.model_copy(update={"max_tokens": max_tokens})
         )
         """The spec's settings; a request's `settings` override them field by field."""
+        self.capabilities = openai_capabilities(model)
+        """What the model takes besides text; the factory applies the spec's `attachments=`."""
 
     @property
     def url(self) -> str:
@@ -126,7 +131,7 @@ class OpenAICompatProvider(ModelProvider):
         body: dict[str, Any] = dict(settings.extra or {})
         body.update(
             model=self.model,
-            messages=chat_messages(request.system, request.messages),
+            messages=chat_messages(request.system, request.messages, self.capabilities),
             stream=self.streaming,
         )
         if self.streaming:
@@ -438,13 +443,17 @@ class _StreamState:
 # -- wire mapping -------------------------------------------------------------------------------
 
 
-def chat_messages(system: str, messages: Sequence[Message]) -> list[dict[str, Any]]:
+def chat_messages(
+    system: str, messages: Sequence[Message], capabilities: Capabilities = SCRIPTED
+) -> list[dict[str, Any]]:
     """Map the system prompt and transcript to Chat Completions messages.
 
     Assistant tool calls carry their raw argument text, or `{}` when that text is not a JSON
     object (Ollama and vLLM parse it and would reject the request; the harness already answered
     the call with a tool error saying so); every tool result becomes its own `tool` message
-    (`tool_call_id`), error results prefixed with TOOL_ERROR_PREFIX.
+    (`tool_call_id`), error results prefixed with TOOL_ERROR_PREFIX. Attachments become content
+    parts as `capabilities` allow (docs/attachments.md, "On the wire"); the turn-start check has
+    refused the kinds the model cannot take.
     """
     out: list[dict[str, Any]] = []
     if system:
@@ -471,14 +480,44 @@ def chat_messages(system: str, messages: Sequence[Message]) -> list[dict[str, An
                 ]
             out.append(entry)
             continue
+        shown: list[dict[str, Any]] = []
         for result in results:
             content = result.content
             if result.is_error:
                 content = TOOL_ERROR_PREFIX + content
+            if result.attachments and not capabilities.tool_images:
+                why = "returned by the tool; this model cannot see images"
+                content += "".join("\n" + omitted_text(a, why) for a in result.attachments)
+            elif result.attachments:
+                shown += _tool_images(result)
             out.append({"role": "tool", "tool_call_id": result.call_id, "content": content})
-        if message.role == "user" or text:
+        if shown:
+            # A `tool` message carries text only: the images follow in a user message.
+            out.append({"role": "user", "content": shown})
+        attachments = [p for p in message.parts if isinstance(p, AttachmentPart)]
+        if attachments:
+            out.append({"role": "user", "content": _user_content(message, capabilities)})
+        elif message.role == "user" or text:
             out.append({"role": "user", "content": text})
     return out
+
+
+def _tool_images(result: ToolResultPart) -> list[dict[str, Any]]:
+    intro = f"Images returned by tool {result.name} (call {result.call_id}):"
+    parts = [chat_content_part(a, pdf_files=False) for a in result.attachments]
+    return [{"type": "text", "text": intro}, *parts]
+
+
+def _user_content(message: Message, capabilities: Capabilities) -> list[dict[str, Any]]:
+    """A user message with attachments as content parts, in the message's order."""
+    pdf_files = "pdf" in capabilities.documents
+    content: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, TextPart) and part.text:
+            content.append({"type": "text", "text": part.text})
+        elif isinstance(part, AttachmentPart):
+            content.append(chat_content_part(part, pdf_files=pdf_files))
+    return content
 
 
 def _sent_arguments(call: ToolCallPart) -> str:

@@ -10,10 +10,11 @@ from pydantic import BaseModel
 
 from turnkeep.providers.base import ToolSpec
 from turnkeep.tools.context import ToolContext
+from turnkeep.tools.images import Image
 
 A = TypeVar("A", bound=BaseModel)
 
-__all__ = ["READ_TOOL_RESULT", "Tool", "ToolContext", "ToolResult"]
+__all__ = ["READ_TOOL_RESULT", "Image", "Tool", "ToolContext", "ToolResult"]
 
 READ_TOOL_RESULT: Final = "read_tool_result"
 """The always-on tool that pages through a long tool result (turnkeep.harness.tool_results)."""
@@ -21,10 +22,13 @@ READ_TOOL_RESULT: Final = "read_tool_result"
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
-    """What a tool returns to the model; `is_error` marks a failure the model should see."""
+    """What a tool returns to the model; `is_error` marks a failure the model should see.
+
+    `images` reach the model inside the result where it takes them (docs/attachments.md)."""
 
     content: str
     is_error: bool = False
+    images: tuple[Image, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from turnkeep.harness.recovery import unfinished_text
 from turnkeep.harness.state import (
     CallState,
     OperationState,
+    ToolImageRef,
     call_address,
     load_state,
     op_address,
@@ -31,6 +32,7 @@ from turnkeep.harness.steps.common import (
 from turnkeep.harness.steps.tool_approval import Cleared, clear_for_run
 from turnkeep.harness.steps.tool_child import child_call, child_turn_step
 from turnkeep.harness.steps.tool_outputs import settled_tool_output, tool_output
+from turnkeep.harness.tool_images import keep_tool_images
 from turnkeep.harness.tool_results import (
     MIN_PREVIEW_CHARS,
     preview_chars,
@@ -217,6 +219,11 @@ def _run(
     content = _sized(deps, storage, state, call, result.content)
     if cleared.note is not None:  # the model learns its arguments were changed
         content = f"{cleared.note}\n{content}"
+    kept: list[ToolImageRef] = []
+    if result.images:
+        # Stored before the result commits: a call re-run after a crash stores them again.
+        kept, notes = keep_tool_images(deps.tool_images, storage, call.name, result.images)
+        content = "\n".join([content, *notes])
     done = started.model_copy(
         update={
             "phase": "done",
@@ -224,6 +231,7 @@ def _run(
             "is_error": result.is_error,
             "ended_at": ended,
             "child": ctx.extras.get("child"),
+            "attachments": kept,
         }
     )
     if _claim(storage, state.op_id, done, started_seq, state_writes(ctx.state)) is None:

@@ -1,0 +1,54 @@
+"""Images a tool returned, kept as attachments of the session (docs/attachments.md, "Images
+from tools"): the tool step stores each through a `ToolImageStore` and the result's transcript
+entry carries references only. An image the store refuses (a storage cap, a failed check) or
+that no store takes is left out with a line in the result text saying why, so the model is
+told and the turn goes on.
+
+UNFINISHED (issue #32 item 5): the session's attachment store (`turnkeep.attachments`,
+landing separately) becomes the default store; until then `HarnessDeps.tool_images` is None
+and a tool's images reach the model only as that note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from turnkeep.harness.state import ToolImageRef
+from turnkeep.storage import Storage
+from turnkeep.tools.images import Image
+
+
+class ToolImageStore(Protocol):
+    """Where the tool step keeps a tool's images."""
+
+    def keep(self, storage: Storage, name: str, image: Image) -> ToolImageRef:
+        """Store `image` as a ready attachment of `storage`'s session named `name`; ValueError
+        with a one-line reason when it is refused."""
+        ...
+
+
+def keep_tool_images(
+    store: ToolImageStore | None, storage: Storage, call_name: str, images: Sequence[Image]
+) -> tuple[list[ToolImageRef], list[str]]:
+    """Keep `images`: the references of those stored, and a note for each left out."""
+    kept: list[ToolImageRef] = []
+    notes: list[str] = []
+    for index, image in enumerate(images):
+        name = image_file_name(call_name, index, image)
+        if store is None:
+            notes.append(f"[image {name} not shown: this deployment keeps no tool images]")
+            continue
+        try:
+            kept.append(store.keep(storage, name, image))
+        except ValueError as exc:
+            notes.append(f"[image {name} not kept: {exc}]")
+    return kept, notes
+
+
+def image_file_name(call_name: str, index: int, image: Image) -> str:
+    """`<tool>-<n>-<image name>.<ext>`: a plain file name, whatever name the tool gave."""
+    extension = image.media_type.removeprefix("image/")
+    stem = image.name.rsplit(".", 1)[0] if "." in image.name else image.name
+    cleaned = "".join(c if c.isalnum() or c in "-_" else "-" for c in stem).strip("-")
+    return f"{call_name}-{index + 1}-{cleaned or 'image'}.{extension}"
