@@ -13,6 +13,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from turnkeep.agent.function_tool import ToolDefinitionError, function_tool
+from turnkeep.agent.output import (
+    DEFAULT_OUTPUT_RETRIES,
+    FINAL_RESULT_TOOL,
+    OutputSpec,
+    output_spec,
+)
 from turnkeep.notes.tools import WORKING_NOTES_TOOL_NAMES
 from turnkeep.providers.settings import ModelSettings
 from turnkeep.system_prompt import DEFAULT_SYSTEM_PROMPT
@@ -23,6 +29,8 @@ from turnkeep.tools.sources import ToolSource, declared_tools
 DEFAULT_TURN_SETTINGS: tuple[str, ...] = ("max_tokens", "temperature", "top_p", "stop")
 """Model settings a turn may override unless the agent says otherwise (never `extra`, which
 passes provider fields through unchecked, nor `tool_choice`, unless the agent allows them)."""
+OUTPUT_SCHEMA_SETTING = "output_schema"
+"""The `turn_settings` name that lets a turn start pass its own `output_schema`."""
 
 
 class AgentDefinitionError(ValueError):
@@ -81,6 +89,19 @@ def _check_declared_names(agent: str, tool_names: set[str], sources: Sequence[To
             owners[final] = f"tool {original!r} of source {source.name!r}"
 
 
+def _output(name: str, output_type: object, retries: object) -> OutputSpec | None:
+    if type(retries) is not int or retries < 0:
+        raise AgentDefinitionError(
+            f"agent {name!r}: output_retries must be a whole number >= 0, not {retries!r}"
+        )
+    try:
+        return output_spec(output_type)
+    except Exception as exc:  # pydantic raises several kinds for a type it cannot take
+        raise AgentDefinitionError(
+            f"agent {name!r}: output_type {output_type!r} has no JSON schema: {exc}"
+        ) from None
+
+
 class Agent:
     """What a turn runs: instructions, tools, tool sources (MCP servers) and model settings.
 
@@ -92,6 +113,9 @@ class Agent:
     `TURNKEEP_ALLOWED_MODELS`). `model_settings` apply to every round; `turn_settings` names the
     settings a turn may override. `deps` is what tools get as `ToolContext.deps`: an object, or
     a zero-argument factory (function, class, partial) each process calls once (docs/agent.md).
+    `output_type` (a pydantic model, TypedDict, dataclass, list or union) makes every turn end
+    with a validated object submitted through the `final_result` tool; an invalid one goes back
+    to the model up to `output_retries` times, then the turn fails `output_invalid`.
     """
 
     __slots__ = (
@@ -104,6 +128,8 @@ class Agent:
         "model",
         "model_settings",
         "name",
+        "output",
+        "output_retries",
         "tools",
         "turn_settings",
     )
@@ -121,6 +147,8 @@ class Agent:
         model_settings: ModelSettings | Mapping[str, Any] | None = None,
         turn_settings: Collection[str] = DEFAULT_TURN_SETTINGS,
         deps: object = None,
+        output_type: object = None,
+        output_retries: int = DEFAULT_OUTPUT_RETRIES,
         _builtin: Collection[str] = (),  # the demo agent's: labelled `builtin` on GET /agent
     ) -> None:
         problem = tool_name_problem(name, "agent name")
@@ -147,6 +175,11 @@ class Agent:
                 raise AgentDefinitionError(
                     f"agent {name!r}: tool name {t.name!r} is a working-notes tool's (always "
                     f"offered: {', '.join(sorted(WORKING_NOTES_TOOL_NAMES))}); rename it"
+                )
+            if t.name == FINAL_RESULT_TOOL:
+                raise AgentDefinitionError(
+                    f"agent {name!r}: tool name {t.name!r} is the tool a typed result is "
+                    "submitted through; rename it"
                 )
             if t.name == READ_TOOL_RESULT:
                 raise AgentDefinitionError(
@@ -176,12 +209,15 @@ class Agent:
         for spec in (model, *allowed_models):
             if spec is not None and (not isinstance(spec, str) or not spec.strip()):
                 raise AgentDefinitionError(f"agent {name!r}: a model spec must be non-blank text")
-        unknown = sorted(set(turn_settings) - set(ModelSettings.model_fields))
+        unknown = sorted(
+            set(turn_settings) - set(ModelSettings.model_fields) - {OUTPUT_SCHEMA_SETTING}
+        )
         if unknown:
             raise AgentDefinitionError(
                 f"agent {name!r}: turn_settings names {', '.join(unknown)}, not model settings "
-                f"(known: {', '.join(ModelSettings.model_fields)})"
+                f"(known: {', '.join(ModelSettings.model_fields)}, {OUTPUT_SCHEMA_SETTING})"
             )
+        output = _output(name, output_type, output_retries)
         self.name = name
         self.description = description
         self.instructions = instructions
@@ -193,6 +229,8 @@ class Agent:
         self.turn_settings: frozenset[str] = frozenset(turn_settings)
         self.builtin_names: frozenset[str] = frozenset(_builtin)
         self.deps = deps
+        self.output: OutputSpec | None = output
+        self.output_retries = output_retries
 
     def __repr__(self) -> str:
         return (
@@ -228,6 +266,19 @@ class Agent:
             where = ".".join(str(p) for p in first["loc"])
             raise ValueError(f"model_settings.{where}: {first['msg']}") from None
         return self.model_settings.merged(turn)
+
+    def turn_output(self, output_schema: object | None) -> OutputSpec | None:
+        """The output a turn must end with: its own `output_schema` where the agent allows it
+        (`turn_settings` naming `output_schema`), else the agent's; ValueError saying why a
+        schema is refused (OutputSchemaError is one)."""
+        if output_schema is None:
+            return self.output
+        if OUTPUT_SCHEMA_SETTING not in self.turn_settings:
+            raise ValueError(
+                "output_schema: this agent does not let a turn set it (its turn_settings do "
+                f"not name {OUTPUT_SCHEMA_SETTING!r})"
+            )
+        return OutputSpec.from_schema(output_schema)
 
 
 def demo_agent() -> Agent:
