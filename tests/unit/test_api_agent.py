@@ -50,6 +50,9 @@ AGENT_VIEW_FIELDS = [
     "model_settings",
     "tools",
     "unavailable_sources",
+    "output_schema",
+    "output_retries",
+    "turn_output_schema",
 ]
 
 

@@ -98,6 +98,12 @@ class StartTurnRequest(_Body):
         description="model settings of this turn over the agent's (only those the agent lets a "
         "turn set, docs/agent.md; by default max_tokens, temperature, top_p, stop)",
     )
+    output_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="a JSON Schema the turn's result must match, submitted through the "
+        "`final_result` tool (only where the agent's `turn_settings` name `output_schema`; "
+        'at most 16384 bytes; docs/agent.md, "Typed results")',
+    )
 
 
 class TurnSummary(BaseModel):

@@ -93,6 +93,16 @@ def _check_settings(ctx: ApiContext, body: StartTurnRequest) -> None:
         raise ApiError(422, "validation_error", str(exc), field=field) from None
 
 
+def _check_output_schema(ctx: ApiContext, body: StartTurnRequest) -> None:
+    try:
+        ctx.runtime.deps.agent.turn_output(body.output_schema)
+    except ValueError as exc:
+        message = str(exc)
+        if not message.startswith("output_schema"):
+            message = f"output_schema: {message}"
+        raise ApiError(422, "validation_error", message, field="output_schema") from None
+
+
 def _free_or_409(ctx: ApiContext, user: str, session_id: str, envelope: Envelope) -> Envelope:
     """The envelope once the session is free for a turn; 409 while one runs.
 
@@ -126,6 +136,7 @@ def start(
     _check_text(ctx, body.text)
     check_model(ctx, body.model)
     _check_settings(ctx, body)
+    _check_output_schema(ctx, body)
     deps = ctx.runtime.deps
     op_id = new_op_id()
     with ctx.storage(session_id) as storage:
@@ -140,6 +151,7 @@ def start(
             # if the default or the session's selection changes.
             model=_turn_model(ctx, body, envelope),
             model_settings=body.model_settings,
+            output_schema=body.output_schema,
         )
         busy = is_active(envelope.meta.get("turnStatus"))
         if (

@@ -15,6 +15,7 @@ from typing import Protocol, TextIO
 from turnkeep.cli import remote
 from turnkeep.cli.approvals import Ask, prompt_asker
 from turnkeep.cli.printer import StreamPrinter, describe
+from turnkeep.cli.result_block import result_block
 from turnkeep.cli.ws import WS_URL_ENV, check_ws_url
 from turnkeep.harness import HarnessDeps, TurnConflictError, TurnResult
 from turnkeep.harness.approvals import ApprovalError, ApprovalInvalidError, decide
@@ -183,6 +184,8 @@ class LocalChat:
             if isinstance(exc, Terminated):
                 raise
             return
+        if result.output is not None:
+            self.printer.notice(result_block(result.output))
         # Every turn ends with its line (status, rounds, tokens), as `chat --url` prints it.
         self.printer.notice(describe(result))
 

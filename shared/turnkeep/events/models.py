@@ -26,8 +26,15 @@ class TurnView(BaseModel):
     status: TurnStatus
     finished: bool
     error: str | None = None
+    error_code: str | None = Field(
+        default=None, description="`output_invalid`: a typed result stayed invalid"
+    )
     rounds: int = Field(description="model rounds settled so far")
     usage: Usage
+    output: Any = Field(
+        default=None,
+        description="a typed turn's validated result (JSON), once it completed (docs/agent.md)",
+    )
 
 
 class Delta(BaseModel):
@@ -93,6 +100,12 @@ class EventsPage(BaseModel):
     events: list[Event]
     next_cursor: int = Field(description="the last seq returned (or the cursor sent)")
     finished: bool = Field(description="true once the turn ended and every event was returned")
+    error_code: str | None = Field(
+        default=None, description="once finished: `output_invalid` when a typed result failed"
+    )
+    output: Any = Field(
+        default=None, description="once finished: a typed turn's validated result (JSON)"
+    )
 
 
 class TranscriptPage(BaseModel):
