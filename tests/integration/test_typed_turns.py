@@ -5,6 +5,7 @@ turn record (docs/agent.md, "Typed results")."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Literal
 
@@ -114,3 +115,29 @@ def test_a_text_turn_keeps_no_output_and_offers_no_final_result(tmp_path: Path) 
     assert result.status == "completed"
     assert result.output is None
     assert "final_result" not in {t.name for t in h.provider.requests[0].tools}
+
+
+def test_the_example_readiness_agent_uses_its_tools_then_submits_a_readiness(
+    tmp_path: Path,
+) -> None:
+    from turnkeep_agents.release_assistant.readiness import Readiness, agent
+
+    h = make_harness(tmp_path)
+    h.deps.agent = agent
+    verdict = {
+        "version": "2.4.0",
+        "ready": False,
+        "blockers": [{"kind": "ticket", "ref": "REL-102", "reason": "in progress"}],
+        "summary": "REL-102 is not done.",
+    }
+    script = (
+        'call lookup_ticket {"ticket_id": "REL-102"}\n'
+        'call check_ci {"branch": "main", "limit": 1}\n'
+        f"then\ncall final_result {json.dumps(verdict)}"
+    )
+
+    result = run_turn(h.deps, h.session_id, USER, script)
+
+    assert result.status == "completed", result.error
+    assert Readiness.model_validate(result.output).blockers[0].ref == "REL-102"
+    assert [r.is_error for r in _results(h)] == [False, False, False]
