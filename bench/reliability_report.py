@@ -145,12 +145,12 @@ def _race_once(host: Any, update: Any, ctx: Any, reader: Any, i: int) -> int:
 
 def hostile_section() -> None:
     """Bad input, cross-tenant requests and duplicate headers: answers by status class."""
-    from tests.support.api_client import OTHER, auth, make_harness
+    from tests.support.api_client import OTHER, auth, make_api_harness
     from tests.unit import test_api_bad_input as bad
 
     classes: Counter[str] = Counter()
     unexpected: list[str] = []
-    for harness in make_harness():
+    for harness in make_api_harness():
         harness.session(bad.SID)
         harness.client.put(f"/sessions/{bad.SID}/meta", json={"title": "keep"}, headers=auth())
         turn = harness.start(bad.SID, "remember we chose SQLite")

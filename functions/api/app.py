@@ -26,9 +26,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from mangum import Mangum
 
 from turnkeep.api import ApiSettings, StepFunctionsLauncher, create_app, lambda_authenticator
-from turnkeep.aws_clients import shared_client
 from turnkeep.aws_lambda.container import load_container_agent, runtime
 from turnkeep.aws_lambda.tracing import lambda_tracer
+from turnkeep.plumbing.clients import shared_client
 
 # The agent (TURNKEEP_AGENT) is imported during init: a bad reference is the init error.
 load_container_agent()

@@ -16,11 +16,10 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from turnkeep.aws_clients import shared_client
 from turnkeep.aws_lambda.container import runtime
 from turnkeep.live.authorizer import JwksCache, JwtVerifier, Unauthorized, authorize
 from turnkeep.live.connections import Connections
-from turnkeep.live.push import LazyClient, table_of
+from turnkeep.live.push import LazyClient, envelope_table, table_client
 from turnkeep.live.tickets import TicketStore
 from turnkeep.live.websocket import WebSocketRoutes
 
@@ -30,11 +29,11 @@ logger = Logger()
 @functools.cache
 def _routes() -> WebSocketRoutes:
     deps_runtime = runtime()
-    table = table_of(deps_runtime.settings.envelope_url_or_local())
+    table = envelope_table(deps_runtime.settings.envelope_url_or_local())
     endpoint = deps_runtime.settings.ws_endpoint
     return WebSocketRoutes(
         deps_runtime.deps,
-        Connections(LazyClient("dynamodb"), table),
+        Connections(table_client(table), table.table),
         LazyClient("apigatewaymanagementapi", endpoint),
     )
 
@@ -49,7 +48,8 @@ def _verifier() -> JwtVerifier:
 @functools.cache
 def _tickets() -> TicketStore:
     # The envelope URL alone, not the runtime: the authorizer loads no agent or harness.
-    return TicketStore(shared_client("dynamodb"), table_of(os.environ["TURNKEEP_ENVELOPE_URL"]))
+    table = envelope_table(os.environ["TURNKEEP_ENVELOPE_URL"])
+    return TicketStore(table.client(), table.table)
 
 
 @logger.inject_lambda_context(log_event=False)

@@ -14,11 +14,14 @@ TerminalStatus = Literal["completed", "failed", "aborted"]
 """How a turn ended."""
 
 TURN_STATUSES: Final[frozenset[str]] = frozenset(get_args(TurnStatus))
-TERMINAL_STATUSES: Final[frozenset[str]] = frozenset(get_args(TerminalStatus))
 ACTIVE_STATUSES: Final[frozenset[str]] = frozenset({"running", "cancelling", "awaiting_approval"})
 """Statuses of a turn that has not ended (yet: the envelope may lag storage)."""
 STARTABLE_STATUSES: Final[list[str | None]] = [None, "idle", "completed", "failed", "aborted"]
 """Envelope statuses under which a new turn may start (None: no turn yet)."""
+
+DELETE_MARKER: Final = "__deleting__"
+"""`turnRunId` while a session DELETE runs: blocks turn starts (never a valid operation id;
+docs/api.md). The API, the CLI and the local owner all read this one constant."""
 
 OP_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$"
 """Turn (operation) ids: 1-100 characters of [A-Za-z0-9._:-], no '/' (call keys are `op/call`)."""

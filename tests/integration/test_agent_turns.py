@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.turns_support import USER, make_harness
+from tests.integration.turns_support import USER, make_turn_harness
 from tests.support import function_tools as ft
 from turnkeep import Agent, tool
 from turnkeep.agent.definition import AgentDefinitionError
@@ -81,7 +81,7 @@ def _results(h: Any) -> list[ToolResultPart]:
 def test_instructions_replace_the_default_prompt_and_the_session_folds_follow_in_order(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     h.deps.agent = Agent(instructions=INSTRUCTIONS)
     h.envelopes.put_host_meta(
         h.session_id,
@@ -105,7 +105,7 @@ def test_instructions_replace_the_default_prompt_and_the_session_folds_follow_in
 def test_the_agents_function_tools_run_in_a_turn_and_a_failure_is_a_result_not_a_failed_turn(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     h.deps.agent = Agent(tools=[ft.async_double, ft.fails, ft.bare_add])
 
     result = run_turn(
@@ -129,7 +129,7 @@ def test_the_agents_function_tools_run_in_a_turn_and_a_failure_is_a_result_not_a
 def test_model_settings_reach_every_round_as_recorded_when_the_turn_started(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     h.deps.agent = Agent(model_settings={"temperature": 0.2, "max_tokens": 2048})
     start_turn(
         h.deps,
@@ -155,7 +155,7 @@ def test_model_settings_reach_every_round_as_recorded_when_the_turn_started(
 def test_a_turn_setting_the_agent_does_not_allow_is_refused_before_the_session_is_claimed(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     h.deps.agent = Agent(turn_settings=["temperature"])
 
     refused: list[tuple[dict[str, Any], str]] = [
@@ -178,7 +178,7 @@ def test_a_turn_setting_the_agent_does_not_allow_is_refused_before_the_session_i
 
 
 def test_a_sources_tools_are_offered_and_called_like_the_agents_own(tmp_path: Path) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     source = _docs()
     h.deps.agent = Agent(mcp_servers=[source])
 
@@ -193,7 +193,7 @@ def test_a_sources_tools_are_offered_and_called_like_the_agents_own(tmp_path: Pa
 def test_a_source_that_cannot_list_is_left_out_and_the_turn_goes_on_saying_so_once(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     source = _docs(fail_after=0)
     h.deps.agent = Agent(mcp_servers=[source], tools=[ft.bare_add])
     seen: list[object] = []
@@ -222,7 +222,7 @@ def test_a_source_that_cannot_list_is_left_out_and_the_turn_goes_on_saying_so_on
 def test_a_required_source_that_cannot_list_fails_the_round_retryably_with_backoff_and_jitter(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     source = _docs(fail_after=0, required=True)
     h.deps.agent = Agent(mcp_servers=[source])
     waits: list[float] = []
@@ -246,7 +246,7 @@ def test_a_required_source_that_cannot_list_fails_the_round_retryably_with_backo
 def test_a_call_of_a_source_that_cannot_list_at_the_tool_step_is_a_tool_error(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     h.deps.agent = Agent(mcp_servers=[_docs(fail_after=1)], tools=[ft.bare_add])
     # Listed for round 0; the tool step and the next round cannot list: the call is a tool
     # error and the next round goes on without the source.
@@ -263,7 +263,7 @@ def test_a_call_of_a_source_that_cannot_list_at_the_tool_step_is_a_tool_error(
 def test_a_clashing_tool_of_an_optional_source_is_left_out_naming_both_tools(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     clash = FakeSource("bare", [tool(name="bare_add")(_search), tool(name="bare_sub")(_search)])
     h.deps.agent = Agent(tools=[ft.bare_add], mcp_servers=[clash])
 
@@ -283,7 +283,7 @@ def test_a_clashing_tool_of_an_optional_source_is_left_out_naming_both_tools(
 def test_a_clash_of_a_required_source_fails_the_turn_at_once_not_retryably(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     clash = FakeSource("bare", [tool(name="bare_add")(_search)], required=True)
     h.deps.agent = Agent(tools=[ft.bare_add], mcp_servers=[clash])
     h.deps.sleep = lambda seconds: pytest.fail(f"a clash was retried (waited {seconds} s)")

@@ -284,7 +284,7 @@ def test_a_repository_from_a_url_makes_its_s3_client_only_when_an_object_is_writ
     env: Env, sid: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A cold process that touches no scoped object (the API's reads) never builds an S3 client.
-    from turnkeep import aws_clients
+    from turnkeep.plumbing import clients as aws_clients
 
     monkeypatch.setattr(aws_clients, "_CLIENTS", {})
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)

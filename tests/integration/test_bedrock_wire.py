@@ -38,6 +38,7 @@ from tests.support.bedrock_wire import (
 )
 from tests.support.wire_turns import WireSession
 from turnkeep.cli.printer import describe
+from turnkeep.plumbing import clients as plumbing_clients
 from turnkeep.providers import bedrock
 from turnkeep.providers.base import (
     FatalModelError,
@@ -269,7 +270,7 @@ def test_aws_region_alone_is_honoured_by_the_default_client(
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", wire.url)
-    monkeypatch.setattr(bedrock, "_default_clients", {})
+    monkeypatch.setattr(plumbing_clients, "_CLIENTS", {})
     wire.answers.append(text_answer("bonjour"))
 
     provider = BedrockProvider(CLAUDE)

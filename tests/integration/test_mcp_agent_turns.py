@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.turns_support import USER, make_harness
+from tests.integration.turns_support import USER, make_turn_harness
 from tests.support.mcp_servers import HttpMcpServer, free_port
 from turnkeep import Agent, mcp_server, tool
 from turnkeep.harness.orchestrator import run_turn
@@ -42,7 +42,7 @@ def test_an_agents_turn_calls_a_function_tool_and_an_mcp_tool(
     kb: HttpMcpServer, tmp_path: Path
 ) -> None:
     agent = Agent(tools=[shout], mcp_servers=[mcp_server("kb", url=kb.url, allow=["lookup"])])
-    harness = make_harness(tmp_path, "sqlite")
+    harness = make_turn_harness(tmp_path, "sqlite")
     harness.deps.agent = agent
     result = run_turn(
         harness.deps,
@@ -69,7 +69,7 @@ def test_a_turn_whose_required_mcp_server_cannot_be_listed_fails_after_the_round
     tmp_path: Path,
 ) -> None:
     source = mcp_server("kb", url=f"http://127.0.0.1:{free_port()}/mcp", required=True)
-    harness = make_harness(tmp_path, "sqlite")
+    harness = make_turn_harness(tmp_path, "sqlite")
     harness.deps.agent = Agent(tools=[shout], mcp_servers=[source])
     waits: list[float] = []
     harness.deps.sleep = waits.append
@@ -90,7 +90,7 @@ def test_an_mcp_server_that_is_down_is_left_out_of_the_turn_and_used_again_once_
     source = mcp_server(
         "kb", url=f"http://127.0.0.1:{port}/mcp", allow=["lookup"], cache_ttl_seconds=0
     )
-    harness = make_harness(tmp_path, "sqlite")
+    harness = make_turn_harness(tmp_path, "sqlite")
     harness.deps.agent = Agent(tools=[shout], mcp_servers=[source])
 
     down = run_turn(harness.deps, harness.session_id, USER, 'call shout {"text": "x"}')
@@ -121,7 +121,7 @@ def test_an_mcp_call_awaiting_approval_whose_server_goes_down_is_checked_and_run
         decide,
     )
 
-    harness = make_harness(tmp_path, "sqlite")
+    harness = make_turn_harness(tmp_path, "sqlite")
     with HttpMcpServer("kb") as server:
         source = mcp_server(
             "kb", url=server.url, allow=["lookup"], requires_approval=True, cache_ttl_seconds=0

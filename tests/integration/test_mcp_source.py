@@ -257,12 +257,12 @@ def test_a_bad_definition_is_one_clear_error(kwargs: dict[str, object], message:
 def test_a_whole_local_turn_calls_an_mcp_tool_and_the_model_sees_its_result(
     kb: HttpMcpServer, tmp_path: Path
 ) -> None:
-    from tests.integration.turns_support import USER, make_harness
+    from tests.integration.turns_support import USER, make_turn_harness
     from turnkeep.harness.orchestrator import run_turn
     from turnkeep.tools.builtin import builtin_tools
 
     source = mcp_server("kb", url=kb.url, allow=["lookup", "fail"])
-    harness = make_harness(tmp_path, "sqlite")
+    harness = make_turn_harness(tmp_path, "sqlite")
     harness.deps.tools = lambda _s, _u: [*builtin_tools(), *source.list_tools()]
     calls = kb.methods["tools/call"]
     result = run_turn(

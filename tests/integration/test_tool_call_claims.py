@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from tests.integration.turns_support import SimulatedCrash, make_harness
+from tests.integration.turns_support import SimulatedCrash, make_turn_harness
 from turnkeep.harness import (
     HarnessLimits,
     ModelStepInput,
@@ -70,7 +70,7 @@ def test_two_overlapping_deliveries_of_one_tool_call_run_the_tool_once(
 ) -> None:
     tool, runs = _slow_tool(seconds=0.4)
     limits = HarnessLimits(frame_interval_ms=0, tool_lease_seconds=60)
-    h = make_harness(tmp_path, backend, tools=[tool], limits=limits)
+    h = make_turn_harness(tmp_path, backend, tools=[tool], limits=limits)
     call_id = _first_call(h, "op-overlap")
 
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -93,7 +93,7 @@ def test_a_delivery_that_died_holding_a_call_is_waited_out_then_taken_over(
 ) -> None:
     tool, runs = _slow_tool(seconds=0, replay_safe=True, crash_first=True)
     limits = HarnessLimits(frame_interval_ms=0, tool_lease_seconds=0.3)
-    h = make_harness(tmp_path, backend, tools=[tool], limits=limits)
+    h = make_turn_harness(tmp_path, backend, tools=[tool], limits=limits)
     call_id = _first_call(h, "op-died")
     with pytest.raises(SimulatedCrash):
         _deliver(h, "op-died", call_id)
@@ -113,7 +113,7 @@ def test_a_delivery_that_died_holding_a_call_is_waited_out_then_taken_over(
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 def test_without_a_lease_a_started_call_is_taken_over_at_once(tmp_path: Path, backend: str) -> None:
     tool, runs = _slow_tool(seconds=0, replay_safe=False, crash_first=True)
-    h = make_harness(tmp_path, backend, tools=[tool])  # lease 0: deliveries never overlap
+    h = make_turn_harness(tmp_path, backend, tools=[tool])  # lease 0: deliveries never overlap
     call_id = _first_call(h, "op-local")
     with pytest.raises(SimulatedCrash):
         _deliver(h, "op-local", call_id)

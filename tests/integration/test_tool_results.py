@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.turns_support import USER, Harness, make_harness
+from tests.integration.turns_support import USER, Harness, make_turn_harness
 from tests.support import pantry_tools as pantry
 from turnkeep.harness import run_turn
 from turnkeep.harness.deps import HarnessLimits
@@ -28,7 +28,7 @@ def _results(request: ModelRequest) -> list[ToolResultPart]:
 
 
 def _harness(tmp_path: Path, backend: str = "memory", **limits: object) -> Harness:
-    h = make_harness(tmp_path, backend, limits=HarnessLimits(frame_interval_ms=0, **limits))  # type: ignore[arg-type]
+    h = make_turn_harness(tmp_path, backend, limits=HarnessLimits(frame_interval_ms=0, **limits))  # type: ignore[arg-type]
     h.deps.agent = pantry.agent
     return h
 

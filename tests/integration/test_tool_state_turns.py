@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from tests.integration.turns_support import USER, SimulatedCrash, make_harness
+from tests.integration.turns_support import USER, SimulatedCrash, make_turn_harness
 from tests.support import pantry_tools as pantry
 from tests.support.real_server import ROOT, repo_pythonpath
 from turnkeep import Tool, ToolContext, ToolResult
@@ -43,7 +43,7 @@ def _last_result(h: object) -> ToolResultPart:
 def test_put_away_then_check_stock_gives_the_same_quantity_in_process(
     tmp_path: Path, backend: str
 ) -> None:
-    h = make_harness(tmp_path, backend)
+    h = make_turn_harness(tmp_path, backend)
     h.deps.agent = pantry.agent
 
     run_turn(h.deps, h.session_id, USER, 'call put_away {"item": "rice", "qty": 2}')
@@ -57,7 +57,7 @@ def test_put_away_then_check_stock_gives_the_same_quantity_in_process(
 def test_the_context_names_the_session_user_turn_and_call_and_builds_deps_once(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     h.deps.agent = pantry.agent
 
     result = run_turn(h.deps, h.session_id, USER, "call whoami {}\ncall whoami {}")
@@ -101,7 +101,7 @@ print("state-checked")
 def test_the_state_survives_a_new_process_and_is_gone_after_the_session_is_deleted(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path, "sqlite")
+    h = make_turn_harness(tmp_path, "sqlite")
     h.deps.agent = pantry.agent
     run_turn(h.deps, h.session_id, USER, 'call put_away {"item": "rice", "qty": 2}')
 
@@ -127,7 +127,7 @@ def test_the_state_survives_a_new_process_and_is_gone_after_the_session_is_delet
 
 
 def test_a_write_over_a_cap_is_the_tools_error_result_and_keeps_nothing(tmp_path: Path) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     h.deps.agent = pantry.agent
 
     result = run_turn(h.deps, h.session_id, USER, 'call hoard {"kib": 40}')
@@ -142,7 +142,7 @@ def test_a_write_over_a_cap_is_the_tools_error_result_and_keeps_nothing(tmp_path
 
 
 def test_a_deleted_key_and_a_rewritten_value_are_what_the_next_turn_reads(tmp_path: Path) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     h.deps.agent = pantry.agent
     run_turn(
         h.deps,
@@ -178,7 +178,7 @@ def test_a_call_interrupted_mid_run_commits_none_of_its_state_writes(
     tmp_path: Path, replay_safe: bool
 ) -> None:
     tool, runs = _visiting_tool(replay_safe=replay_safe)
-    h = make_harness(tmp_path, "sqlite", tools=[tool])
+    h = make_turn_harness(tmp_path, "sqlite", tools=[tool])
     start_turn(
         h.deps,
         StartTurnInput(session_id=h.session_id, op_id="op-v", user_id=USER, text="call visit {}"),

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.turns_support import USER, Harness, StorageProxy, make_harness
+from tests.integration.turns_support import USER, Harness, StorageProxy, make_turn_harness
 from turnkeep.harness import CancelResult, cancel_turn, run_turn
 from turnkeep.harness.state import result_address
 from turnkeep.storage import SetValue, Storage, Write
@@ -43,7 +43,7 @@ def test_a_cancel_landing_just_before_the_terminal_commit_does_not_claim_to_canc
     def wrap(storage: Storage) -> Any:
         return StorageProxy(storage, cancel_before_terminal_commit)
 
-    h = holder["h"] = make_harness(tmp_path, "sqlite", open_wrapper=wrap)
+    h = holder["h"] = make_turn_harness(tmp_path, "sqlite", open_wrapper=wrap)
 
     result = run_turn(h.deps, h.session_id, USER, "hello", op_id="op-race")
 
@@ -77,7 +77,7 @@ class CancelBeforeFence:
 def test_a_cancel_landing_after_finish_read_the_envelope_aborts_the_turn(
     tmp_path: Path, backend: str
 ) -> None:
-    h = make_harness(tmp_path, backend)
+    h = make_turn_harness(tmp_path, backend)
     proxy = CancelBeforeFence(h.envelopes)
     proxy.harness = h
     h.deps.envelopes = proxy

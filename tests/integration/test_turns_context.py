@@ -10,7 +10,7 @@ from typing import Literal
 
 import pytest
 
-from tests.integration.turns_support import Harness, RecordingProvider, make_harness
+from tests.integration.turns_support import Harness, RecordingProvider, make_turn_harness
 from turnkeep.events import transcript_page, turn_events
 from turnkeep.harness import HarnessLimits, run_turn
 from turnkeep.harness.state import load_head
@@ -40,7 +40,7 @@ def _harness(
     recorder = RecordingProvider(inner=inner)
     recorder.context = inner.context
     limits = HarnessLimits(frame_interval_ms=0, context_strategy=strategy)
-    return make_harness(tmp_path, backend, provider=recorder, limits=limits)
+    return make_turn_harness(tmp_path, backend, provider=recorder, limits=limits)
 
 
 def _chat(h: Harness, turns: int) -> list[str]:
@@ -194,7 +194,7 @@ def test_a_context_length_error_compacts_once_and_retries_the_round(tmp_path: Pa
     model = _UnderCounting(limit=1500)
     recorder = RecordingProvider(inner=model)
     recorder.context = model.context
-    h = make_harness(tmp_path, provider=recorder)
+    h = make_turn_harness(tmp_path, provider=recorder)
 
     _chat(h, 40)
 
@@ -205,7 +205,7 @@ def test_a_context_length_error_compacts_once_and_retries_the_round(tmp_path: Pa
 
 
 def test_a_context_length_error_after_the_retry_fails_the_turn_honestly(tmp_path: Path) -> None:
-    h = make_harness(tmp_path, provider=RecordingProvider(inner=_UnderCounting(limit=2500)))
+    h = make_turn_harness(tmp_path, provider=RecordingProvider(inner=_UnderCounting(limit=2500)))
     h.provider.context = ContextWindow(100_000, 1000)
     _chat(h, 30)
     h.provider.inner = _UnderCounting(limit=2500, reject_every_round=True)

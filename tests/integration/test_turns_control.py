@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from tests.integration.turns_support import USER, RecordingProvider, make_harness
+from tests.integration.turns_support import USER, RecordingProvider, make_turn_harness
 from turnkeep.harness import (
     FailTurnInput,
     HarnessLimits,
@@ -57,7 +57,7 @@ def _start(h, op: str, text: str) -> None:  # type: ignore[no-untyped-def]
 def test_a_second_turn_while_one_runs_is_rejected_with_turn_conflict(
     tmp_path: Path, backend: str
 ) -> None:
-    h = make_harness(tmp_path, backend)
+    h = make_turn_harness(tmp_path, backend)
     _start(h, "op-one", "hello")
 
     with pytest.raises(TurnConflictError) as info:
@@ -78,7 +78,7 @@ def test_a_second_turn_while_one_runs_is_rejected_with_turn_conflict(
 def test_cancel_makes_the_next_step_abort_answer_every_call_and_retire_the_scope(
     tmp_path: Path, backend: str
 ) -> None:
-    h = make_harness(tmp_path, backend)
+    h = make_turn_harness(tmp_path, backend)
     op = "op-cancel"
     _start(h, op, TWO_ROUNDS)
     out = model_step(h.deps, ModelStepInput(session_id=h.session_id, op_id=op, round=0))
@@ -112,7 +112,7 @@ def test_cancel_makes_the_next_step_abort_answer_every_call_and_retire_the_scope
 def test_cancelling_a_finished_turn_reports_its_status_and_changes_nothing(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     run_turn(h.deps, h.session_id, USER, "hello", op_id="op-done")
 
     result = cancel_turn(h.deps, h.session_id, "op-done")
@@ -125,7 +125,7 @@ def test_cancelling_a_finished_turn_reports_its_status_and_changes_nothing(
 def test_the_deadline_gives_one_tools_off_wrap_up_round_then_finishes(
     tmp_path: Path, backend: str
 ) -> None:
-    h = make_harness(tmp_path, backend, limits=HarnessLimits(wall_clock_seconds=10))
+    h = make_turn_harness(tmp_path, backend, limits=HarnessLimits(wall_clock_seconds=10))
     op = "op-deadline"
     _start(h, op, TWO_ROUNDS)
     out = model_step(h.deps, ModelStepInput(session_id=h.session_id, op_id=op, round=0))
@@ -150,7 +150,7 @@ def test_the_deadline_gives_one_tools_off_wrap_up_round_then_finishes(
 
 
 def test_max_steps_fails_the_turn_with_every_call_answered(tmp_path: Path) -> None:
-    h = make_harness(tmp_path, limits=HarnessLimits(max_steps=1, frame_interval_ms=0))
+    h = make_turn_harness(tmp_path, limits=HarnessLimits(max_steps=1, frame_interval_ms=0))
 
     result = run_turn(h.deps, h.session_id, USER, TWO_ROUNDS, op_id="op-steps")
 
@@ -169,7 +169,7 @@ def test_max_steps_fails_the_turn_with_every_call_answered(tmp_path: Path) -> No
 def test_turn_status_usage_and_stream_cursor_are_kept_in_the_envelope(
     tmp_path: Path, backend: str
 ) -> None:
-    h = make_harness(tmp_path, backend)
+    h = make_turn_harness(tmp_path, backend)
     op = "op-env"
     _start(h, op, TWO_ROUNDS)
     started = h.meta()
@@ -192,7 +192,7 @@ def test_turn_status_usage_and_stream_cursor_are_kept_in_the_envelope(
 
 
 def test_fail_turn_from_a_catch_records_the_error_and_is_idempotent(tmp_path: Path) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     _start(h, "op-catch", "hello")
     inp = FailTurnInput(session_id=h.session_id, op_id="op-catch", error="States.Timeout")
 
@@ -208,7 +208,7 @@ def test_fail_turn_from_a_catch_records_the_error_and_is_idempotent(tmp_path: Pa
 def test_a_note_written_in_round_k_is_in_the_system_prompt_of_round_k_plus_1(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
 
     run_turn(h.deps, h.session_id, USER, "remember the cat is called Miso")
 
@@ -221,7 +221,7 @@ def test_a_note_written_in_round_k_is_in_the_system_prompt_of_round_k_plus_1(
 
 
 def test_invalid_tool_arguments_reach_the_model_as_a_tool_error(tmp_path: Path) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
 
     result = run_turn(h.deps, h.session_id, USER, 'call calculator {"expression": 5}')
 
@@ -235,7 +235,7 @@ def test_invalid_tool_arguments_reach_the_model_as_a_tool_error(tmp_path: Path) 
 def test_after_a_turn_cancelled_before_any_reply_the_next_command_still_works(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     _start(h, "op-cut", "hello")
     cancel_turn(h.deps, h.session_id)
     aborted = resume_turn(h.deps, h.session_id, "op-cut")
@@ -269,7 +269,7 @@ class _ManyCalls(ModelProvider):
 def test_a_round_with_too_many_tool_calls_runs_the_first_ones_and_answers_the_rest(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(
+    h = make_turn_harness(
         tmp_path,
         provider=RecordingProvider(inner=_ManyCalls(3000)),
         limits=HarnessLimits(frame_interval_ms=0, max_tool_calls_per_round=8),
@@ -293,7 +293,7 @@ def test_a_round_with_too_many_tool_calls_runs_the_first_ones_and_answers_the_re
 
 
 def test_every_round_folds_persona_notes_and_skills_from_the_envelope(tmp_path: Path) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     h.envelopes.put_host_meta(
         h.session_id,
         USER,
@@ -328,7 +328,7 @@ class _SameIdTwice(ModelProvider):
 def test_duplicate_tool_call_ids_fail_the_turn_naming_the_id_and_leave_no_open_call(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path, provider=RecordingProvider(inner=_SameIdTwice()))
+    h = make_turn_harness(tmp_path, provider=RecordingProvider(inner=_SameIdTwice()))
 
     result = run_turn(h.deps, h.session_id, USER, "go", op_id="op-dup-ids")
 
@@ -356,7 +356,7 @@ class _CallsEvenWhenToolsAreOff(ModelProvider):
 def test_tool_calls_made_in_the_wrap_up_round_are_answered_and_the_next_turn_still_runs(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(
+    h = make_turn_harness(
         tmp_path,
         provider=_CallsEvenWhenToolsAreOff(),
         limits=HarnessLimits(wall_clock_seconds=10, frame_interval_ms=0),
@@ -390,7 +390,7 @@ STALE = HarnessLimits(wall_clock_seconds=300, stale_turn_seconds=3600, frame_int
 def test_a_turn_nobody_drove_past_its_deadline_and_the_stale_grace_is_ended_by_the_next_start(
     tmp_path: Path, backend: str
 ) -> None:
-    h = make_harness(tmp_path, backend, limits=STALE)
+    h = make_turn_harness(tmp_path, backend, limits=STALE)
     _start(h, "op-lost", 'call echo {"text": "never runs"}')
     model_step(h.deps, ModelStepInput(session_id=h.session_id, op_id="op-lost", round=0))
     h.clock.advance(300 + 3600 + 1)  # its orchestrator is gone: no step ran since
@@ -414,7 +414,7 @@ def test_a_turn_nobody_drove_past_its_deadline_and_the_stale_grace_is_ended_by_t
 def test_a_turn_past_its_deadline_but_within_the_stale_grace_still_blocks_a_new_start(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path, limits=STALE)
+    h = make_turn_harness(tmp_path, limits=STALE)
     _start(h, "op-slow", "hello")
     h.clock.advance(300 + 3600 - 1)
 
@@ -427,7 +427,7 @@ def test_a_turn_past_its_deadline_but_within_the_stale_grace_still_blocks_a_new_
 def test_a_claim_whose_first_commit_never_landed_is_taken_over_once_stale(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path, limits=STALE)
+    h = make_turn_harness(tmp_path, limits=STALE)
     h.envelopes.update_worker_meta(
         h.session_id,
         {
@@ -464,7 +464,7 @@ def test_the_tool_calls_of_one_round_run_in_parallel(tmp_path: Path, backend: st
         return ToolResult("met")
 
     tool = Tool("meet", "waits for the other call of its round", _NoArgs, meet)
-    h = make_harness(tmp_path, backend, tools=[tool])
+    h = make_turn_harness(tmp_path, backend, tools=[tool])
 
     result = run_turn(h.deps, h.session_id, USER, "call meet {}\ncall meet {}", op_id="op-par")
 

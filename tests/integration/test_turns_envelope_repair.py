@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.turns_support import USER, Harness, make_harness
+from tests.integration.turns_support import USER, Harness, make_turn_harness
 from turnkeep.harness import (
     CancelResult,
     FailTurnInput,
@@ -59,7 +59,7 @@ def _ended_turn(h: Harness, status: str = "running") -> str:
 def test_relaunching_an_ended_turn_repairs_its_envelope(
     tmp_path: Path, backend: str, stale: str
 ) -> None:
-    h = make_harness(tmp_path, backend)
+    h = make_turn_harness(tmp_path, backend)
     op = _ended_turn(h, stale)
 
     result = resume_turn(h.deps, h.session_id, op)
@@ -104,7 +104,7 @@ STEP_PATHS: dict[str, Callable[[Harness, str], Any]] = {
 def test_every_step_that_finds_the_turn_ended_repairs_the_envelope(
     tmp_path: Path, backend: str, path: str
 ) -> None:
-    h = make_harness(tmp_path, backend)
+    h = make_turn_harness(tmp_path, backend)
     op = _ended_turn(h)
 
     STEP_PATHS[path](h, op)
@@ -116,7 +116,7 @@ def test_every_step_that_finds_the_turn_ended_repairs_the_envelope(
 def test_a_cancel_of_an_ended_turn_reports_its_outcome_and_never_marks_it_cancelling(
     tmp_path: Path, backend: str
 ) -> None:
-    h = make_harness(tmp_path, backend)
+    h = make_turn_harness(tmp_path, backend)
     op = _ended_turn(h)
 
     result = cancel_turn(h.deps, h.session_id, op)
@@ -129,7 +129,7 @@ def test_a_cancel_of_an_ended_turn_reports_its_outcome_and_never_marks_it_cancel
 def test_a_new_turn_starts_after_an_ended_turn_whose_envelope_update_was_lost(
     tmp_path: Path, backend: str
 ) -> None:
-    h = make_harness(tmp_path, backend)
+    h = make_turn_harness(tmp_path, backend)
     _ended_turn(h)
 
     second = run_turn(h.deps, h.session_id, USER, "again", op_id="op-2")
@@ -140,7 +140,7 @@ def test_a_new_turn_starts_after_an_ended_turn_whose_envelope_update_was_lost(
 
 
 def test_reconciling_an_envelope_of_a_running_turn_changes_nothing(tmp_path: Path) -> None:
-    h = make_harness(tmp_path, "sqlite")
+    h = make_turn_harness(tmp_path, "sqlite")
     start_turn(
         h.deps, StartTurnInput(session_id=h.session_id, op_id="op-1", user_id=USER, text="hi")
     )
@@ -152,7 +152,7 @@ def test_reconciling_an_envelope_of_a_running_turn_changes_nothing(tmp_path: Pat
 
 
 def test_reconciling_repairs_an_envelope_left_running_by_a_lost_update(tmp_path: Path) -> None:
-    h = make_harness(tmp_path, "sqlite")
+    h = make_turn_harness(tmp_path, "sqlite")
     _ended_turn(h)
     envelope = h.envelopes.get(h.session_id)
     assert envelope is not None

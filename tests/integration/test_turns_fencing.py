@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.turns_support import USER, StorageProxy, make_harness
+from tests.integration.turns_support import USER, StorageProxy, make_turn_harness
 from turnkeep.harness import (
     FailTurnInput,
     FinishTurnInput,
@@ -66,7 +66,7 @@ def test_a_model_round_settling_after_the_turn_ended_does_not_resurrect_the_oper
                 ),
             )
 
-    h = make_harness(tmp_path, backend, open_wrapper=lambda s: StorageProxy(s, end_turn_first))
+    h = make_turn_harness(tmp_path, backend, open_wrapper=lambda s: StorageProxy(s, end_turn_first))
     holder["h"] = h
     start_turn(
         h.deps, StartTurnInput(session_id=h.session_id, op_id=op, user_id=USER, text=TWO_TOOLS)
@@ -106,7 +106,7 @@ def test_a_second_terminal_step_racing_the_first_does_not_overwrite_its_record(
                 FailTurnInput(session_id=h.session_id, op_id=op, error="caught"),  # type: ignore[attr-defined]
             )
 
-    h = make_harness(tmp_path, backend, open_wrapper=lambda s: StorageProxy(s, fail_first))
+    h = make_turn_harness(tmp_path, backend, open_wrapper=lambda s: StorageProxy(s, fail_first))
     holder["h"] = h
     start_turn(h.deps, StartTurnInput(session_id=h.session_id, op_id=op, user_id=USER, text="hi"))
 
@@ -142,7 +142,7 @@ def test_the_terminal_commit_is_one_transaction_with_exactly_one_retire_scope(
         proxies.append(StorageProxy(storage, lambda _w: None))
         return proxies[-1]
 
-    h = make_harness(tmp_path, backend, open_wrapper=wrap)
+    h = make_turn_harness(tmp_path, backend, open_wrapper=wrap)
     op = f"op-end-{how}"
     start_turn(
         h.deps, StartTurnInput(session_id=h.session_id, op_id=op, user_id=USER, text=TWO_TOOLS)

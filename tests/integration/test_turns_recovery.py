@@ -13,7 +13,7 @@ from tests.integration.turns_support import (
     RecordingProvider,
     SimulatedCrash,
     StorageProxy,
-    make_harness,
+    make_turn_harness,
 )
 from turnkeep.harness import (
     FailTurnInput,
@@ -87,7 +87,7 @@ def _counting_tool(
 
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 def test_every_step_delivered_twice_has_its_effects_once(tmp_path: Path, backend: str) -> None:
-    h = make_harness(tmp_path, backend)
+    h = make_turn_harness(tmp_path, backend)
     op = "op-dup"
 
     _start(h, op, TWO_TOOLS)
@@ -123,7 +123,7 @@ def test_every_step_delivered_twice_has_its_effects_once(tmp_path: Path, backend
 
 
 def test_resuming_a_finished_turn_from_round_zero_adds_nothing(tmp_path: Path) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     from turnkeep.harness import run_turn
 
     result = run_turn(h.deps, h.session_id, USER, TWO_TOOLS, op_id="op-resume")
@@ -140,7 +140,7 @@ def test_model_round_crashed_mid_stream_is_recorded_interrupted_and_the_turn_goe
     tmp_path: Path, backend: str
 ) -> None:
     provider = RecordingProvider(crash_after={0: 2})  # dies after two text frames
-    h = make_harness(tmp_path, backend, provider=provider)
+    h = make_turn_harness(tmp_path, backend, provider=provider)
     op = "op-crash"
     _start(h, op, "tell me something long enough to stream in frames")
 
@@ -174,7 +174,7 @@ def test_a_model_that_keeps_crashing_fails_the_turn_honestly(tmp_path: Path) -> 
         crash_after=dict.fromkeys(range(10), 1),
         crash_with=lambda: RetryableModelError("connection dropped", code="dropped"),
     )
-    h = make_harness(
+    h = make_turn_harness(
         tmp_path, provider=provider, limits=HarnessLimits(frame_interval_ms=0, model_retries=1)
     )
     from turnkeep.harness import run_turn
@@ -203,7 +203,7 @@ def test_a_round_that_streamed_to_the_end_but_was_not_settled_is_settled_from_it
             crashed.append(True)
             raise SimulatedCrash
 
-    h = make_harness(tmp_path, open_wrapper=lambda s: StorageProxy(s, crash_on_settlement))
+    h = make_turn_harness(tmp_path, open_wrapper=lambda s: StorageProxy(s, crash_on_settlement))
     _start(h, "op-end", TWO_TOOLS)
 
     with pytest.raises(SimulatedCrash):
@@ -223,7 +223,7 @@ def test_unknown_outcome_of_a_replay_safe_tool_runs_it_again_with_its_checkpoint
     tmp_path: Path, backend: str
 ) -> None:
     tool, calls = _counting_tool("safe_job", replay_safe=True, crash_first=True)
-    h = make_harness(tmp_path, backend, tools=[tool])
+    h = make_turn_harness(tmp_path, backend, tools=[tool])
     op = "op-safe"
     _start(h, op, "call safe_job {}")
     call_id = _mstep(h, op, 0).call_ids[0]
@@ -247,7 +247,7 @@ def test_unknown_outcome_of_an_unsafe_tool_is_recorded_as_an_interrupted_error(
     tmp_path: Path, backend: str
 ) -> None:
     tool, calls = _counting_tool("send_email", replay_safe=False, crash_first=True)
-    h = make_harness(tmp_path, backend, tools=[tool])
+    h = make_turn_harness(tmp_path, backend, tools=[tool])
     op = "op-unsafe"
     _start(h, op, "call send_email {}")
     call_id = _mstep(h, op, 0).call_ids[0]
@@ -274,7 +274,7 @@ def test_unknown_outcome_of_an_unsafe_tool_is_recorded_as_an_interrupted_error(
 def test_progress_writes_after_the_terminal_commit_are_rejected_and_leave_no_scope(
     tmp_path: Path, backend: str
 ) -> None:
-    h = make_harness(tmp_path, backend)
+    h = make_turn_harness(tmp_path, backend)
     from turnkeep.harness import run_turn
 
     run_turn(h.deps, h.session_id, USER, "hello", op_id="op-late")
@@ -300,7 +300,7 @@ def test_progress_writes_after_the_terminal_commit_are_rejected_and_leave_no_sco
 def test_a_progress_write_racing_the_terminal_commit_is_refused_atomically(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     op = "op-race"
     _start(h, op, "hello")
     raced: list[bool] = []
@@ -331,7 +331,7 @@ def test_a_progress_write_racing_the_terminal_commit_is_refused_atomically(
 def test_close_and_faults_never_retire_the_scope(tmp_path: Path, backend: str) -> None:
     tool, _calls = _counting_tool("job", replay_safe=True, crash_first=True)
     provider = RecordingProvider(crash_after={1: 1})
-    h = make_harness(tmp_path, backend, tools=[tool], provider=provider)
+    h = make_turn_harness(tmp_path, backend, tools=[tool], provider=provider)
     op = "op-keep"
     _start(h, op, "call job {}")
     call_id = _mstep(h, op, 0).call_ids[0]
@@ -366,7 +366,7 @@ def test_a_tool_step_delivered_twice_runs_the_tool_once_and_reports_the_same_out
         return ToolResult("card declined", is_error=True)
 
     charge = Tool("charge_card", "Charges a card.", NoArgs, handler, replay_safe=True)
-    h = make_harness(tmp_path, backend, tools=[charge])
+    h = make_turn_harness(tmp_path, backend, tools=[charge])
     op = "op-charge"
     _start(h, op, "call charge_card {}")
     call_id = _mstep(h, op, 0).call_ids[0]
@@ -392,7 +392,7 @@ def test_a_turn_that_crashed_between_claim_and_first_commit_can_be_failed_and_th
             crashed.append(True)
             raise SimulatedCrash  # the process dies after the envelope claim
 
-    h = make_harness(tmp_path, open_wrapper=lambda s: StorageProxy(s, crash_on_start))
+    h = make_turn_harness(tmp_path, open_wrapper=lambda s: StorageProxy(s, crash_on_start))
     with pytest.raises(SimulatedCrash):
         _start(h, "op-lost", "hello")
     stuck = h.meta()["turnStatus"]

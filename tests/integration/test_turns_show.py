@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.turns_support import USER, make_harness
+from tests.integration.turns_support import USER, make_turn_harness
 from turnkeep.harness import HarnessLimits, run_turn
 from turnkeep.harness.state import load_call, load_record, load_state
 from turnkeep.harness.transcript import model_view
@@ -29,7 +29,7 @@ TWO_ROUNDS = (
 def test_multi_round_turn_with_parallel_tools_settles_transcript_folds_notes_and_retires_scope(
     tmp_path: Path, backend: str
 ) -> None:
-    h = make_harness(tmp_path, backend, limits=HarnessLimits())  # default 50 ms / 2 KiB frames
+    h = make_turn_harness(tmp_path, backend, limits=HarnessLimits())  # default 50 ms / 2 KiB frames
 
     noted = run_turn(h.deps, h.session_id, USER, "remember the launch code word is tulip")
     result = run_turn(h.deps, h.session_id, USER, TWO_ROUNDS, op_id="op-show")
@@ -91,7 +91,7 @@ def test_multi_round_turn_with_parallel_tools_settles_transcript_folds_notes_and
 def test_remember_then_recall_in_the_next_turn_quotes_the_notes(
     tmp_path: Path, backend: str
 ) -> None:
-    h = make_harness(tmp_path, backend)
+    h = make_turn_harness(tmp_path, backend)
 
     run_turn(h.deps, h.session_id, USER, "remember alpha")
     run_turn(h.deps, h.session_id, USER, "remember beta")
@@ -120,7 +120,7 @@ def test_a_model_round_of_a_long_session_reads_only_the_entries_new_since_the_la
         def __getattr__(self, name: str) -> Any:
             return getattr(self._inner, name)
 
-    h = make_harness(tmp_path, backend, open_wrapper=Counting)
+    h = make_turn_harness(tmp_path, backend, open_wrapper=Counting)
     for i in range(10):
         run_turn(h.deps, h.session_id, USER, f'call echo {{"text": "{i}"}}')
     with h.storage() as storage:

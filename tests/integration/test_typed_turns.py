@@ -12,7 +12,7 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel
 
-from tests.integration.turns_support import USER, make_harness
+from tests.integration.turns_support import USER, make_turn_harness
 from turnkeep import Agent
 from turnkeep.harness import run_turn
 from turnkeep.harness.state import load_record
@@ -41,7 +41,7 @@ def _results(h: object) -> list[ToolResultPart]:
 def test_a_valid_final_result_completes_the_turn_with_the_object_stored(
     tmp_path: Path, backend: str
 ) -> None:
-    h = make_harness(tmp_path, backend)
+    h = make_turn_harness(tmp_path, backend)
     h.deps.agent = Agent(output_type=Verdict)
 
     result = run_turn(h.deps, h.session_id, USER, VALID)
@@ -60,7 +60,7 @@ def test_a_valid_final_result_completes_the_turn_with_the_object_stored(
 def test_an_invalid_result_goes_back_naming_each_error_and_a_corrected_one_completes(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     h.deps.agent = Agent(output_type=Verdict)
 
     result = run_turn(h.deps, h.session_id, USER, f"{INVALID}\nthen\n{VALID}")
@@ -77,7 +77,7 @@ def test_an_invalid_result_goes_back_naming_each_error_and_a_corrected_one_compl
 def test_a_result_still_invalid_after_the_retries_fails_the_turn_output_invalid(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     h.deps.agent = Agent(output_type=Verdict, output_retries=1)
 
     result = run_turn(h.deps, h.session_id, USER, f"{INVALID}\nthen\n{INVALID}\nthen\n{VALID}")
@@ -93,7 +93,7 @@ def test_a_result_still_invalid_after_the_retries_fails_the_turn_output_invalid(
 def test_a_text_reply_in_a_typed_turn_forces_final_result_on_the_next_round(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     h.deps.agent = Agent(output_type=Verdict, output_retries=1)
 
     result = run_turn(h.deps, h.session_id, USER, "hello")
@@ -108,7 +108,7 @@ def test_a_text_reply_in_a_typed_turn_forces_final_result_on_the_next_round(
 
 
 def test_a_text_turn_keeps_no_output_and_offers_no_final_result(tmp_path: Path) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
 
     result = run_turn(h.deps, h.session_id, USER, "hello")
 
@@ -122,7 +122,7 @@ def test_the_example_readiness_agent_uses_its_tools_then_submits_a_readiness(
 ) -> None:
     from turnkeep_agents.release_assistant.readiness import Readiness, agent
 
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     h.deps.agent = agent
     verdict = {
         "version": "2.4.0",

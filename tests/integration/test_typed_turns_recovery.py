@@ -15,7 +15,7 @@ from tests.integration.turns_support import (
     USER,
     RecordingProvider,
     SimulatedCrash,
-    make_harness,
+    make_turn_harness,
 )
 from turnkeep import Agent
 from turnkeep.harness import (
@@ -62,7 +62,7 @@ def _start(h: object, op: str, text: str, schema: dict[str, object] | None = Non
 def test_a_redelivered_model_step_returns_the_typed_decision_it_made(
     tmp_path: Path, script: str, retries: int, expected: tuple[str, list[str], str | None]
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     h.deps.agent = Agent(output_type=Verdict, output_retries=retries)
     _start(h, "op-typed", script)
     step = ModelStepInput(session_id=h.session_id, op_id="op-typed", round=0)
@@ -80,7 +80,7 @@ def test_a_typed_turn_crashed_mid_stream_resumes_and_ends_with_the_object(
     tmp_path: Path,
 ) -> None:
     provider = RecordingProvider(crash_after={0: 2})
-    h = make_harness(tmp_path, provider=provider)
+    h = make_turn_harness(tmp_path, provider=provider)
     h.deps.agent = Agent(output_type=Verdict)
     _start(h, "op-crash", VALID)
 
@@ -93,7 +93,7 @@ def test_a_typed_turn_crashed_mid_stream_resumes_and_ends_with_the_object(
 
 
 def test_a_turns_own_schema_is_recorded_and_the_resumed_turn_keeps_it(tmp_path: Path) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     h.deps.agent = Agent(turn_settings=["output_schema"])
     _start(h, "op-own", 'call final_result {"n": "x"}\nthen\ncall final_result {"n": 4}', COUNT)
     out = model_step(h.deps, ModelStepInput(session_id=h.session_id, op_id="op-own", round=0))

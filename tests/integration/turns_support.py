@@ -134,7 +134,7 @@ def storage_url_for(backend: str, tmp_path: Path) -> str:
     raise ValueError(backend)
 
 
-def make_harness(
+def make_turn_harness(
     tmp_path: Path,
     backend: str = "memory",
     *,

@@ -78,7 +78,7 @@ class ApiHarness:
         return (envelope, entries, stats)
 
 
-def make_harness(
+def make_api_harness(
     *,
     run_turns: bool = True,
     provider: ModelProvider | None = None,

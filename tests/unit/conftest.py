@@ -6,16 +6,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.api_client import ApiHarness, make_harness
+from tests.support.api_client import ApiHarness, make_api_harness
 
 
 @pytest.fixture
 def api() -> Iterator[ApiHarness]:
     """The API with turns driven to their end in-process (a module may override it)."""
-    yield from make_harness()
+    yield from make_api_harness()
 
 
 @pytest.fixture
 def paused_api() -> Iterator[ApiHarness]:
     """Turns are started and launched but nothing drives them."""
-    yield from make_harness(run_turns=False)
+    yield from make_api_harness(run_turns=False)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.support import function_tools as ft
-from tests.support.api_client import USER, ApiHarness, auth, make_harness
+from tests.support.api_client import USER, ApiHarness, auth, make_api_harness
 from turnkeep import Agent, Tool, tool
 from turnkeep.api import ApiSettings
 from turnkeep.harness.state import load_state
@@ -58,7 +58,7 @@ AGENT_VIEW_FIELDS = [
 
 @pytest.fixture
 def api() -> Iterator[ApiHarness]:
-    yield from make_harness(settings=ApiSettings(allowed_models=["scripted?delay_ms=1"]))
+    yield from make_api_harness(settings=ApiSettings(allowed_models=["scripted?delay_ms=1"]))
 
 
 def test_get_agent_describes_the_demo_agent_in_the_consoles_shape(api: ApiHarness) -> None:
@@ -157,7 +157,7 @@ def _recorded(api: ApiHarness, sid: str, turn: str) -> Any:
 
 @pytest.fixture
 def paused() -> Iterator[ApiHarness]:
-    yield from make_harness(
+    yield from make_api_harness(
         run_turns=False, settings=ApiSettings(allowed_models=["scripted?delay_ms=1"])
     )
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.api_client import OTHER, USER, ApiHarness, auth, make_harness
+from tests.support.api_client import OTHER, USER, ApiHarness, auth, make_api_harness
 
 SID = "alice-session"
 
@@ -162,7 +162,7 @@ OTHER_USER_ROUTES = [
 
 @pytest.fixture
 def api() -> Iterator[tuple[ApiHarness, str]]:
-    for harness in make_harness():
+    for harness in make_api_harness():
         harness.session(SID)
         harness.client.put(f"/sessions/{SID}/meta", json={"title": "keep me"}, headers=auth())
         turn = harness.start(SID, "remember we chose SQLite")

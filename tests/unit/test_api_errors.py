@@ -11,7 +11,7 @@ from typing import Any, cast
 import pytest
 from mangum import Mangum
 
-from tests.support.api_client import USER, ApiHarness, auth, make_harness
+from tests.support.api_client import USER, ApiHarness, auth, make_api_harness
 from tests.support.lambda_host import FakeContext
 from tests.support.owners import dead_owner
 from turnkeep.api import ApiSettings, LaunchError, LocalLauncher, sessions
@@ -26,7 +26,7 @@ from turnkeep.runtime.settings import TurnkeepSettings
 
 @pytest.fixture
 def small_body_api() -> Iterator[ApiHarness]:
-    yield from make_harness(settings=ApiSettings(max_body_bytes=2048))
+    yield from make_api_harness(settings=ApiSettings(max_body_bytes=2048))
 
 
 def _boom(*_args: object) -> None:

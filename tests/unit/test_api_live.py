@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.support.api_client import auth, make_harness
+from tests.support.api_client import auth, make_api_harness
 from turnkeep.api import live
 from turnkeep.api.settings import ApiSettings
 from turnkeep.live.tickets import TicketStore
@@ -16,7 +16,7 @@ WS_URL = "wss://abc123.execute-api.us-east-1.amazonaws.com/live"
 
 
 def test_a_server_without_a_websocket_api_says_so_and_issues_no_ticket() -> None:
-    for api in make_harness(run_turns=False):
+    for api in make_api_harness(run_turns=False):
         live = api.client.get("/live", headers=auth())
         ticket = api.client.post("/live/tickets", headers=auth())
 
@@ -27,7 +27,7 @@ def test_a_server_without_a_websocket_api_says_so_and_issues_no_ticket() -> None
 
 
 def test_the_configured_websocket_url_is_named_and_the_routes_need_a_caller() -> None:
-    for api in make_harness(run_turns=False, settings=ApiSettings(live_url=WS_URL)):
+    for api in make_api_harness(run_turns=False, settings=ApiSettings(live_url=WS_URL)):
         live = api.client.get("/live", headers=auth())
         anonymous = [api.client.get("/live"), api.client.post("/live/tickets")]
 
@@ -36,7 +36,7 @@ def test_the_configured_websocket_url_is_named_and_the_routes_need_a_caller() ->
 
 
 def test_the_openapi_schema_describes_both_live_routes() -> None:
-    for api in make_harness(run_turns=False):
+    for api in make_api_harness(run_turns=False):
         paths = api.client.get("/openapi.json").json()["paths"]
 
         assert set(paths["/live"]) == {"get"}
@@ -45,7 +45,7 @@ def test_the_openapi_schema_describes_both_live_routes() -> None:
 
 
 def test_a_websocket_url_on_a_server_without_the_aws_table_is_a_clear_503_not_a_500() -> None:
-    for api in make_harness(run_turns=False, settings=ApiSettings(live_url=WS_URL)):
+    for api in make_api_harness(run_turns=False, settings=ApiSettings(live_url=WS_URL)):
         answer = api.client.post("/live/tickets", headers=auth())
 
         assert answer.status_code == 503
@@ -65,7 +65,7 @@ def test_a_ticket_the_table_refuses_to_store_is_a_503_to_retry(
             raise ClientError(error, "PutItem")  # type: ignore[arg-type]
 
     monkeypatch.setattr(live, "_store", lambda ctx: TicketStore(Throttled(), "sessions"))
-    for api in make_harness(run_turns=False, settings=ApiSettings(live_url=WS_URL)):
+    for api in make_api_harness(run_turns=False, settings=ApiSettings(live_url=WS_URL)):
         answer = api.client.post("/live/tickets", headers=auth())
 
         assert answer.status_code == 503

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.support.api_client import ApiHarness, auth, make_harness
+from tests.support.api_client import ApiHarness, auth
 
 HUGE_NUMBER_BODY = '{"text": ' + "9" * 5000 + "}"
 
 
-@pytest.fixture
-def api() -> Iterator[ApiHarness]:
-    yield from make_harness(run_turns=False)
-
-
-def _operations(api: ApiHarness) -> list[tuple[str, str, dict[str, Any]]]:
-    schema = api.client.get("/openapi.json").json()
+def _operations(paused_api: ApiHarness) -> list[tuple[str, str, dict[str, Any]]]:
+    schema = paused_api.client.get("/openapi.json").json()
     return [
         (path, method, operation)
         for path, item in schema["paths"].items()
@@ -26,8 +20,8 @@ def _operations(api: ApiHarness) -> list[tuple[str, str, dict[str, Any]]]:
     ]
 
 
-def test_every_operation_with_a_json_body_documents_400(api: ApiHarness) -> None:
-    with_body = [(p, m, op) for p, m, op in _operations(api) if "requestBody" in op]
+def test_every_operation_with_a_json_body_documents_400(paused_api: ApiHarness) -> None:
+    with_body = [(p, m, op) for p, m, op in _operations(paused_api) if "requestBody" in op]
 
     assert {(p, m) for p, m, _ in with_body} == {
         ("/sessions", "post"),
@@ -38,8 +32,8 @@ def test_every_operation_with_a_json_body_documents_400(api: ApiHarness) -> None
     assert [(p, m) for p, m, op in with_body if "400" not in op["responses"]] == []
 
 
-def test_every_operation_documents_405(api: ApiHarness) -> None:
-    assert [(p, m) for p, m, op in _operations(api) if "405" not in op["responses"]] == []
+def test_every_operation_documents_405(paused_api: ApiHarness) -> None:
+    assert [(p, m) for p, m, op in _operations(paused_api) if "405" not in op["responses"]] == []
 
 
 @pytest.mark.parametrize(
@@ -47,11 +41,11 @@ def test_every_operation_documents_405(api: ApiHarness) -> None:
     [("POST", "/sessions"), ("PUT", "/sessions/{sid}/meta"), ("POST", "/sessions/{sid}/turns")],
 )
 def test_each_body_route_really_answers_400_for_a_body_the_parser_gives_up_on(
-    api: ApiHarness, method: str, path: str
+    paused_api: ApiHarness, method: str, path: str
 ) -> None:
-    sid = api.session()
+    sid = paused_api.session()
 
-    response = api.client.request(
+    response = paused_api.client.request(
         method,
         path.format(sid=sid),
         content=HUGE_NUMBER_BODY,
@@ -62,10 +56,10 @@ def test_each_body_route_really_answers_400_for_a_body_the_parser_gives_up_on(
     assert response.json()["error"]["code"] == "invalid_body"
 
 
-def test_a_route_answers_405_for_a_method_it_does_not_have(api: ApiHarness) -> None:
-    sid = api.session()
+def test_a_route_answers_405_for_a_method_it_does_not_have(paused_api: ApiHarness) -> None:
+    sid = paused_api.session()
 
-    response = api.client.patch(f"/sessions/{sid}/turns", headers=auth())
+    response = paused_api.client.patch(f"/sessions/{sid}/turns", headers=auth())
 
     assert response.status_code == 405
     assert response.json()["error"]["code"] == "method_not_allowed"

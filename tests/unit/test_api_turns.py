@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import pytest
 
-from tests.support.api_client import ApiHarness, auth, make_harness
+from tests.support.api_client import ApiHarness, auth, make_api_harness
 from turnkeep.api import ApiSettings
 from turnkeep.events import turn_events, turn_view
 from turnkeep.harness import ModelStepInput, model_step, resume_turn
@@ -127,7 +127,7 @@ def test_unknown_turn_is_404(api: ApiHarness) -> None:
 
 
 def test_turn_start_rate_limit_answers_429_with_retry_after() -> None:
-    for api in make_harness(settings=ApiSettings(turn_start_limit=2)):
+    for api in make_api_harness(settings=ApiSettings(turn_start_limit=2)):
         clock = FakeClock()
         api.runtime.deps.clock = clock
         sid = api.session()

@@ -6,13 +6,12 @@ and nothing starts) (docs/agent.md, "Typed results"; docs/api.md)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
 
-from tests.support.api_client import ApiHarness, auth, make_harness
+from tests.support.api_client import ApiHarness, auth
 from turnkeep import Agent
 from turnkeep.agent.output import MAX_OUTPUT_SCHEMA_BYTES
 from turnkeep.api.hub import LiveHub
@@ -25,16 +24,6 @@ class Verdict(BaseModel):
 
 VALID = 'call final_result {"label": "bug", "confidence": 0.9}'
 COUNT = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
-
-
-@pytest.fixture
-def api() -> Iterator[ApiHarness]:
-    yield from make_harness()
-
-
-@pytest.fixture
-def paused() -> Iterator[ApiHarness]:
-    yield from make_harness(run_turns=False)
 
 
 def _sse_events(text: str) -> list[tuple[str, Any]]:
@@ -125,14 +114,14 @@ def test_a_turn_passes_its_own_output_schema_where_the_agent_allows_it(api: ApiH
     ],
 )
 def test_a_refused_output_schema_is_422_naming_it_and_nothing_starts(
-    paused: ApiHarness, settings: list[str] | None, schema: object, text: str
+    paused_api: ApiHarness, settings: list[str] | None, schema: object, text: str
 ) -> None:
     if settings is not None:
-        paused.runtime.deps.agent = Agent(turn_settings=settings)
-    sid = paused.session()
-    before = paused.snapshot(sid)
+        paused_api.runtime.deps.agent = Agent(turn_settings=settings)
+    sid = paused_api.session()
+    before = paused_api.snapshot(sid)
 
-    response = paused.client.post(
+    response = paused_api.client.post(
         f"/sessions/{sid}/turns", json={"text": "hi", "output_schema": schema}, headers=auth()
     )
 
@@ -140,5 +129,5 @@ def test_a_refused_output_schema_is_422_naming_it_and_nothing_starts(
     error = response.json()["error"]
     assert error["field"] == "output_schema"
     assert text in error["message"]
-    assert paused.snapshot(sid) == before
-    assert paused.launcher.launched == []
+    assert paused_api.snapshot(sid) == before
+    assert paused_api.launcher.launched == []

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from turnkeep.storage.aws.batches import (
+from turnkeep.plumbing.dynamodb_batches import (
     ATTEMPTS,
     UnprocessedError,
     backoff_seconds,

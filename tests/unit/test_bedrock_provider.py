@@ -15,7 +15,7 @@ from botocore.exceptions import ReadTimeoutError
 from pydantic import BaseModel, Field
 
 from tests.support.bedrock_stub import EventStreamStub, EventStreamStubber
-from turnkeep.providers import bedrock
+from turnkeep.plumbing import clients as plumbing_clients
 from turnkeep.providers.base import (
     FatalModelError,
     Message,
@@ -576,7 +576,7 @@ def test_default_client_is_shared_makes_one_attempt_and_leaves_retries_to_the_ca
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     # A private cache: the hook registered below must not reach other tests' default clients.
-    monkeypatch.setattr(bedrock, "_default_clients", {})
+    monkeypatch.setattr(plumbing_clients, "_CLIENTS", {})
     provider = BedrockProvider(MODEL, region_name="us-east-1")
     assert BedrockProvider("other-model", region_name="us-east-1").client is provider.client
     attempts: list[str] = []

@@ -10,13 +10,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.api_client import ApiHarness, make_harness
+from tests.support.api_client import ApiHarness, make_api_harness
 from turnkeep.api.console import STATIC_DIR
 
 
 @pytest.fixture
 def api() -> Iterator[ApiHarness]:
-    yield from make_harness(run_turns=False, console=True)
+    yield from make_api_harness(run_turns=False, console=True)
 
 
 def test_the_page_is_served_at_the_root_without_a_token_and_with_a_strict_csp(
@@ -76,7 +76,7 @@ def test_a_dot_dot_path_never_reaches_a_file_outside_the_folder(api: ApiHarness)
 
 
 def test_the_api_without_the_console_answers_the_root_like_any_unknown_route() -> None:
-    for harness in make_harness(run_turns=False):
+    for harness in make_api_harness(run_turns=False):
         assert harness.client.get("/").status_code == 401
         assert harness.client.get("/console/js/main.js").status_code == 401
 

@@ -11,7 +11,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from turnkeep.providers.credentials import CredentialError, resolve_api_key, resolve_secret
+from turnkeep.plumbing.credentials import CredentialError, resolve_api_key, resolve_secret
 
 
 @pytest.fixture
@@ -156,3 +156,14 @@ def test_repeated_reads_through_an_injected_client_are_cached_like_the_default_o
         )
 
     assert len(reads) == 1
+
+
+def test_a_credential_error_is_the_plumbings_own_never_a_model_error() -> None:
+    # An MCP source turns it into a tool error; only the providers make it a model error.
+    from turnkeep.providers.base import ModelError
+
+    with pytest.raises(CredentialError) as caught:
+        resolve_secret("env:NOT_SET_ANYWHERE", environ={})
+
+    assert not isinstance(caught.value, ModelError)
+    assert caught.value.code == "credentials"

@@ -197,3 +197,33 @@ def test_sqlite_url_opens_the_file(tmp_path: Path) -> None:
 def test_bad_urls_are_rejected_with_a_clear_error(url: str, message: str) -> None:
     with pytest.raises(MetaValidationError, match=message):
         open_envelope_store(url)
+
+
+def test_turn_accessors_read_the_status_and_run_id_and_drop_what_is_not_a_status() -> None:
+    from turnkeep.envelope import status_of_turn, turn_run_id, turn_status
+
+    meta = {"turnStatus": "awaiting_approval", "turnRunId": "op-1"}
+    assert turn_status(meta) == "awaiting_approval"
+    assert turn_run_id(meta) == "op-1"
+    assert status_of_turn(meta, "op-1") == "awaiting_approval"
+    assert status_of_turn(meta, "op-2") is None
+    assert turn_status({"turnStatus": "sleeping"}) is None
+    assert turn_status({}) is None
+    assert turn_run_id({"turnRunId": 7}) is None
+
+
+def test_the_delete_marker_is_written_once_and_is_never_a_valid_turn_id() -> None:
+    from turnkeep.turn_rules import DELETE_MARKER, op_id_problem
+
+    assert op_id_problem(DELETE_MARKER) is not None
+
+
+def test_the_turn_keys_are_read_only_through_the_envelope_accessors() -> None:
+    root = Path(__file__).resolve().parents[2] / "shared" / "turnkeep"
+    raw = ('.get("turnStatus")', '.get("turnRunId")', '["turnStatus"]', '["turnRunId"]')
+    offenders = [
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if path.name != "keys.py" and any(r in path.read_text(encoding="utf-8") for r in raw)
+    ]
+    assert offenders == []

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from tests.integration.turns_support import USER, make_harness
+from tests.integration.turns_support import USER, make_turn_harness
 from turnkeep.harness import HarnessLimits, run_turn
 from turnkeep.harness.live import Committed, LiveDelta, LiveText
 
@@ -36,7 +36,7 @@ class Recording:
 def test_a_tool_result_reaches_the_sink_before_any_delta_of_the_reply_that_reads_it(
     tmp_path: Path,
 ) -> None:
-    h = make_harness(tmp_path, limits=HarnessLimits(frame_interval_ms=60_000))
+    h = make_turn_harness(tmp_path, limits=HarnessLimits(frame_interval_ms=60_000))
     sink = Recording()
     h.deps = replace(h.deps, live=sink, clock=time.time)
     op = "op-live-1"

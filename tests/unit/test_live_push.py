@@ -15,7 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from tests.integration.turns_support import USER, make_harness
+from tests.integration.turns_support import USER, make_turn_harness
 from tests.support.aws_template import create_table, load_template
 from turnkeep.harness import run_turn
 from turnkeep.live.connections import Connections
@@ -53,7 +53,7 @@ def connections(monkeypatch: pytest.MonkeyPatch) -> Iterator[Connections]:
 def test_a_gone_or_failing_connection_never_fails_the_turn_and_a_gone_one_is_dropped(
     tmp_path: Path, connections: Connections
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     management = Management(gone={"c-gone"}, broken={"c-broken"})
     pusher = WebSocketPusher(connections, management)
     h.deps = replace(h.deps, live=pusher)
@@ -84,7 +84,7 @@ def test_a_gone_or_failing_connection_never_fails_the_turn_and_a_gone_one_is_dro
 def test_a_turn_nobody_watches_reads_its_subscribers_and_posts_nothing(
     tmp_path: Path, connections: Connections
 ) -> None:
-    h = make_harness(tmp_path)
+    h = make_turn_harness(tmp_path)
     management = Management(gone=set(), broken=set())
     pusher = WebSocketPusher(connections, management)
     h.deps = replace(h.deps, live=pusher)
@@ -94,3 +94,28 @@ def test_a_turn_nobody_watches_reads_its_subscribers_and_posts_nothing(
     assert result.status == "completed"
     assert management.sent == {}
     assert pusher.stats.posts == 0
+
+
+def test_the_steps_pusher_reads_subscriptions_in_the_envelope_urls_own_region(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from turnkeep.live.push import websocket_pusher
+    from turnkeep.plumbing import clients
+
+    monkeypatch.setattr(clients, "_CLIENTS", {})  # clients made inside mock_aws below
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        # The table exists in eu-west-2 only: a client in the default region would not find it.
+        create_table(boto3.client("dynamodb", region_name="eu-west-2"), TABLE, load_template())
+        pusher = websocket_pusher(
+            "https://ws.example/prod", f"aws://?table={TABLE}&region=eu-west-2"
+        )
+
+        pusher._connections.subscribe("s1", "op1", "c1", USER, 0)
+
+        watching = pusher._connections.subscribers("s1", "op1")
+
+        assert [(w.connection_id, w.user_id) for w in watching] == [("c1", USER)]

@@ -308,9 +308,9 @@ def test_ctrl_c_in_an_in_process_turn_aborts_that_turn_and_the_chat_goes_on(
 
 
 def test_an_api_turn_without_a_model_records_the_servers_default_with_the_turn() -> None:
-    from tests.support.api_client import auth, make_harness
+    from tests.support.api_client import auth, make_api_harness
 
-    for api in make_harness(run_turns=False):
+    for api in make_api_harness(run_turns=False):
         sid = api.session()
         started = api.client.post(f"/sessions/{sid}/turns", json={"text": "hi"}, headers=auth())
         assert started.status_code == 202

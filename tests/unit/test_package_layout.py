@@ -62,12 +62,15 @@ def test_turnkeeps_packages_and_root_modules_import_each_other_without_cycles() 
     assert _cycles(graph) == []
 
 
-ROOT_MODULES = {"__init__", "aws_clients", "session_ids", "system_prompt", "turn_rules"}
-"""Shared by several layers: the AWS client cache (storage, envelope, aws_lambda), the
-session-id rule (storage, envelope, api), the system-prompt fold (providers, notes, harness),
-the turn-id rule and the turn-status set (harness, envelope, api, live, cli)."""
-RULES = {"session_ids", "turn_rules"}
+ROOT_MODULES = {"__init__", "definition_errors", "session_ids", "system_prompt", "turn_rules"}
+"""Shared by several layers: the definition error (agent, mcp), the session-id rule (storage,
+envelope, api), the system-prompt fold (providers, notes, harness), the turn-id rule and the
+turn-status set (harness, envelope, api, live, cli)."""
+RULES = {"session_ids", "turn_rules", "definition_errors"}
 """The bottom room: rules every layer may read, which themselves read nothing of turnkeep."""
+PLUMBING = {"plumbing"}
+"""Clients, DynamoDB batches, credentials, SQLite's WAL switch: below the engine, reading
+nothing of turnkeep."""
 ENGINE = {"storage", "envelope", "providers", "tools", "mcp", "notes", "agent", "harness"}
 VIEWS = {"events"}
 """The event views (turn status, event pages, each entry as an event): what `api` and `live`
@@ -80,7 +83,7 @@ def test_the_root_holds_only_the_shared_modules_and_the_packages() -> None:
     graph = import_graph()
 
     assert {unit for unit in graph if (ROOT / f"{unit}.py").is_file()} == ROOT_MODULES
-    assert set(graph) - ROOT_MODULES == {*ENGINE, *VIEWS, "runtime", *ENTRY_POINTS}
+    assert set(graph) - ROOT_MODULES == {*PLUMBING, *ENGINE, *VIEWS, "runtime", *ENTRY_POINTS}
 
 
 def test_the_engine_never_imports_the_runtime_or_an_entry_point() -> None:
@@ -92,11 +95,36 @@ def test_the_engine_never_imports_the_runtime_or_an_entry_point() -> None:
     assert not any("aws_lambda" in edges for edges in graph.values())  # only functions/ use it
 
 
-def test_the_rules_modules_import_nothing_of_turnkeep() -> None:
+def _reaching_up(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The bottom units (rules, plumbing) that import any of turnkeep, with what they import."""
+    return {unit: graph[unit] for unit in sorted(RULES | PLUMBING) if graph.get(unit)}
+
+
+def test_the_rules_modules_and_the_plumbing_import_nothing_of_turnkeep() -> None:
+    assert _reaching_up(import_graph()) == {}
+
+
+def test_the_bottom_rule_fails_for_a_rules_or_plumbing_module_importing_the_engine(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "plumbing").mkdir()
+    (tmp_path / "plumbing" / "x.py").write_text("from turnkeep.providers.base import ModelError\n")
+    (tmp_path / "turn_rules.py").write_text("import turnkeep.harness.state\n")
+
+    assert _reaching_up(import_graph(tmp_path)) == {
+        "plumbing": {"providers"},
+        "turn_rules": {"harness"},
+    }
+
+
+def test_the_engine_reads_the_plumbing_and_no_longer_keeps_its_own() -> None:
     graph = import_graph()
 
-    for unit in RULES:
-        assert graph[unit] == set(), unit
+    assert {"storage", "envelope", "providers", "mcp", "live"} <= {
+        unit for unit, edges in graph.items() if "plumbing" in edges
+    }
+    assert "agent" not in graph["mcp"]  # the definition error lives below both
+    assert "providers" not in graph["mcp"]  # credentials are plumbing, not a model's
 
 
 def test_the_event_views_sit_below_the_http_and_websocket_apis() -> None:

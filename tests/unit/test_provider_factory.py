@@ -8,8 +8,9 @@ import boto3
 import httpx
 import pytest
 
+from turnkeep.plumbing.credentials import CredentialError
+from turnkeep.providers.base import FatalModelError
 from turnkeep.providers.bedrock import DEFAULT_MAX_TOKENS, BedrockProvider
-from turnkeep.providers.credentials import CredentialError
 from turnkeep.providers.factory import ProviderConfigError, provider_from_config
 from turnkeep.providers.openai_compat import OpenAICompatProvider
 
@@ -89,7 +90,7 @@ def test_bedrock_spec_keeps_colons_of_the_model_id_and_uses_the_injected_client(
     assert provider.model_id == "anthropic.claude-3-5-haiku-20241022-v1:0"
     assert provider.client is bedrock_client
     assert provider.streaming is True
-    assert provider.max_tokens == DEFAULT_MAX_TOKENS
+    assert provider.settings.max_tokens == DEFAULT_MAX_TOKENS
 
 
 def test_bedrock_spec_accepts_an_inference_profile_arn_and_options() -> None:
@@ -100,7 +101,7 @@ def test_bedrock_spec_accepts_an_inference_profile_arn_and_options() -> None:
     assert isinstance(provider, BedrockProvider)
     assert provider.model_id == arn
     assert provider.streaming is False
-    assert provider.max_tokens == 512
+    assert provider.settings.max_tokens == 512
 
 
 def test_openai_spec_splits_base_url_and_model_with_the_key_from_the_environment() -> None:
@@ -129,6 +130,15 @@ def test_openai_spec_key_option_is_a_reference_never_a_literal() -> None:
 
     with pytest.raises(CredentialError, match="literal keys are not accepted"):
         provider_from_config("openai:https://api.openai.com/v1#gpt-4o?key=sk-abc123", environ={})
+
+
+def test_an_unresolvable_endpoint_key_is_a_fatal_model_error_with_the_credentials_code() -> None:
+    with pytest.raises(FatalModelError) as caught:
+        provider_from_config("openai:http://127.0.0.1:9/v1#m?key=env:NOPE", environ={})
+
+    assert caught.value.code == "credentials"
+    assert isinstance(caught.value, CredentialError)
+    assert "NOPE is not set" in str(caught.value)
 
 
 @pytest.mark.parametrize(

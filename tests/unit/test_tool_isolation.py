@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.turns_support import USER, make_harness
+from tests.integration.turns_support import USER, make_turn_harness
 from tests.support.slow_tools import BOOM, DIE, HANG, PID, PID_IN_PROCESS, SPIN, SpinArgs
 from turnkeep.harness import run_turn
 from turnkeep.tools.base import Tool, ToolContext, ToolResult
@@ -92,7 +92,7 @@ def test_a_handler_that_cannot_be_pickled_gets_a_clear_error(runner: ProcessPool
 def test_a_hung_tool_in_a_turn_ends_with_a_tool_error_and_the_turn_completes(
     tmp_path: Path, runner: ProcessPoolRunner
 ) -> None:
-    h = make_harness(tmp_path, "sqlite", tools=[HANG])
+    h = make_turn_harness(tmp_path, "sqlite", tools=[HANG])
     h.deps.tool_runner = runner
 
     result = run_turn(h.deps, h.session_id, USER, 'call hang {"seconds": 60}')

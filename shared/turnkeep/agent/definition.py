@@ -19,6 +19,7 @@ from turnkeep.agent.output import (
     OutputSpec,
     output_spec,
 )
+from turnkeep.definition_errors import AgentDefinitionError
 from turnkeep.notes.tools import WORKING_NOTES_TOOL_NAMES
 from turnkeep.providers.settings import ModelSettings
 from turnkeep.system_prompt import DEFAULT_SYSTEM_PROMPT
@@ -31,10 +32,6 @@ DEFAULT_TURN_SETTINGS: tuple[str, ...] = ("max_tokens", "temperature", "top_p", 
 passes provider fields through unchecked, nor `tool_choice`, unless the agent allows them)."""
 OUTPUT_SCHEMA_SETTING = "output_schema"
 """The `turn_settings` name that lets a turn start pass its own `output_schema`."""
-
-
-class AgentDefinitionError(ValueError):
-    """An agent definition is not accepted; `str()` is the one line to show."""
 
 
 def _settings(name: str, value: ModelSettings | Mapping[str, Any] | None) -> ModelSettings:
@@ -89,7 +86,97 @@ def _check_declared_names(agent: str, tool_names: set[str], sources: Sequence[To
             owners[final] = f"tool {original!r} of source {source.name!r}"
 
 
+def _check_texts(name: str, description: object, instructions: object) -> None:
+    """The agent's name (the tool-name rule), description and instructions."""
+    problem = tool_name_problem(name, "agent name")
+    if problem is not None:
+        raise AgentDefinitionError(problem)
+    if not isinstance(description, str):
+        raise AgentDefinitionError(f"agent {name!r}: description must be text")
+    if instructions is not None and (not isinstance(instructions, str) or not instructions.strip()):
+        raise AgentDefinitionError(
+            f"agent {name!r}: instructions must be non-blank text (None keeps the default "
+            "system prompt)"
+        )
+
+
+def _check_tool_name(agent: str, tool_name: str, seen: set[str]) -> None:
+    """A tool's name: the rule, not a built-in tool's, not used twice in the agent."""
+    problem = tool_name_problem(tool_name)
+    if problem is not None:
+        raise AgentDefinitionError(f"agent {agent!r}: {problem}")
+    if tool_name in WORKING_NOTES_TOOL_NAMES:
+        raise AgentDefinitionError(
+            f"agent {agent!r}: tool name {tool_name!r} is a working-notes tool's (always "
+            f"offered: {', '.join(sorted(WORKING_NOTES_TOOL_NAMES))}); rename it"
+        )
+    if tool_name == FINAL_RESULT_TOOL:
+        raise AgentDefinitionError(
+            f"agent {agent!r}: tool name {tool_name!r} is the tool a typed result is "
+            "submitted through; rename it"
+        )
+    if tool_name == READ_TOOL_RESULT:
+        raise AgentDefinitionError(
+            f"agent {agent!r}: tool name {tool_name!r} is the always-on tool that reads "
+            "long tool results; rename it"
+        )
+    if tool_name in seen:
+        raise AgentDefinitionError(f"agent {agent!r}: tool name {tool_name!r} is used twice")
+
+
+def _check_tools(agent: str, tools: object) -> tuple[Tool[Any], ...]:
+    """The agent's tools as `Tool` objects, each name valid and used once."""
+    if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
+        raise AgentDefinitionError(f"agent {agent!r}: tools must be a list")
+    built = tuple(_as_tool(agent, item) for item in tools)
+    seen: set[str] = set()
+    for t in built:
+        _check_tool_name(agent, t.name, seen)
+        seen.add(t.name)
+    return built
+
+
+def _check_sources(agent: str, mcp_servers: Sequence[object]) -> tuple[ToolSource, ...]:
+    """The agent's tool sources, each a `ToolSource` with a valid name used once."""
+    checked: list[ToolSource] = []
+    names: set[str] = set()
+    for source in mcp_servers:
+        if not isinstance(source, ToolSource):
+            raise AgentDefinitionError(
+                f"agent {agent!r}: mcp_servers takes tool sources (turnkeep.mcp_server(...) "
+                f"or a turnkeep.tools.sources.ToolSource), not {type(source).__name__}"
+            )
+        problem = source_name_problem(source.name)
+        if problem is not None:
+            raise AgentDefinitionError(f"agent {agent!r}: {problem}")
+        if source.name in names:
+            raise AgentDefinitionError(
+                f"agent {agent!r}: tool source name {source.name!r} is used twice"
+            )
+        names.add(source.name)
+        checked.append(source)
+    return tuple(checked)
+
+
+def _check_models(agent: str, model: object, allowed_models: Sequence[object]) -> None:
+    """The default model spec and the allowed ones: non-blank text (None: no default)."""
+    for spec in (model, *allowed_models):
+        if spec is not None and (not isinstance(spec, str) or not spec.strip()):
+            raise AgentDefinitionError(f"agent {agent!r}: a model spec must be non-blank text")
+
+
+def _check_turn_settings(agent: str, turn_settings: Collection[str]) -> None:
+    """The settings a turn may override: names of `ModelSettings` fields."""
+    unknown = sorted(set(turn_settings) - set(ModelSettings.model_fields) - {OUTPUT_SCHEMA_SETTING})
+    if unknown:
+        raise AgentDefinitionError(
+            f"agent {agent!r}: turn_settings names {', '.join(unknown)}, not model settings "
+            f"(known: {', '.join(ModelSettings.model_fields)}, {OUTPUT_SCHEMA_SETTING})"
+        )
+
+
 def _output(name: str, output_type: object, retries: object) -> OutputSpec | None:
+    """The agent's output as a spec (None: turns end with text); its retries a count >= 0."""
     if type(retries) is not int or retries < 0:
         raise AgentDefinitionError(
             f"agent {name!r}: output_retries must be a whole number >= 0, not {retries!r}"
@@ -151,72 +238,12 @@ class Agent:
         output_retries: int = DEFAULT_OUTPUT_RETRIES,
         _builtin: Collection[str] = (),  # the demo agent's: labelled `builtin` on GET /agent
     ) -> None:
-        problem = tool_name_problem(name, "agent name")
-        if problem is not None:
-            raise AgentDefinitionError(problem)
-        if not isinstance(description, str):
-            raise AgentDefinitionError(f"agent {name!r}: description must be text")
-        if instructions is not None and (
-            not isinstance(instructions, str) or not instructions.strip()
-        ):
-            raise AgentDefinitionError(
-                f"agent {name!r}: instructions must be non-blank text (None keeps the default "
-                "system prompt)"
-            )
-        if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
-            raise AgentDefinitionError(f"agent {name!r}: tools must be a list")
-        built = tuple(_as_tool(name, item) for item in tools)
-        seen: set[str] = set()
-        for t in built:
-            problem = tool_name_problem(t.name)
-            if problem is not None:
-                raise AgentDefinitionError(f"agent {name!r}: {problem}")
-            if t.name in WORKING_NOTES_TOOL_NAMES:
-                raise AgentDefinitionError(
-                    f"agent {name!r}: tool name {t.name!r} is a working-notes tool's (always "
-                    f"offered: {', '.join(sorted(WORKING_NOTES_TOOL_NAMES))}); rename it"
-                )
-            if t.name == FINAL_RESULT_TOOL:
-                raise AgentDefinitionError(
-                    f"agent {name!r}: tool name {t.name!r} is the tool a typed result is "
-                    "submitted through; rename it"
-                )
-            if t.name == READ_TOOL_RESULT:
-                raise AgentDefinitionError(
-                    f"agent {name!r}: tool name {t.name!r} is the always-on tool that reads "
-                    "long tool results; rename it"
-                )
-            if t.name in seen:
-                raise AgentDefinitionError(f"agent {name!r}: tool name {t.name!r} is used twice")
-            seen.add(t.name)
-        sources = tuple(mcp_servers)
-        source_names: set[str] = set()
-        for source in sources:
-            if not isinstance(source, ToolSource):
-                raise AgentDefinitionError(
-                    f"agent {name!r}: mcp_servers takes tool sources (turnkeep.mcp_server(...) "
-                    f"or a turnkeep.tools.sources.ToolSource), not {type(source).__name__}"
-                )
-            problem = source_name_problem(source.name)
-            if problem is not None:
-                raise AgentDefinitionError(f"agent {name!r}: {problem}")
-            if source.name in source_names:
-                raise AgentDefinitionError(
-                    f"agent {name!r}: tool source name {source.name!r} is used twice"
-                )
-            source_names.add(source.name)
-        _check_declared_names(name, seen, sources)
-        for spec in (model, *allowed_models):
-            if spec is not None and (not isinstance(spec, str) or not spec.strip()):
-                raise AgentDefinitionError(f"agent {name!r}: a model spec must be non-blank text")
-        unknown = sorted(
-            set(turn_settings) - set(ModelSettings.model_fields) - {OUTPUT_SCHEMA_SETTING}
-        )
-        if unknown:
-            raise AgentDefinitionError(
-                f"agent {name!r}: turn_settings names {', '.join(unknown)}, not model settings "
-                f"(known: {', '.join(ModelSettings.model_fields)}, {OUTPUT_SCHEMA_SETTING})"
-            )
+        _check_texts(name, description, instructions)
+        built = _check_tools(name, tools)
+        sources = _check_sources(name, mcp_servers)
+        _check_declared_names(name, {t.name for t in built}, sources)
+        _check_models(name, model, allowed_models)
+        _check_turn_settings(name, turn_settings)
         output = _output(name, output_type, output_retries)
         self.name = name
         self.description = description

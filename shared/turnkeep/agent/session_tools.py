@@ -9,7 +9,7 @@ from typing import Any
 
 from turnkeep.agent.definition import Agent
 from turnkeep.tools.base import Tool
-from turnkeep.tools.names import valid_tool_name
+from turnkeep.tools.names import TOOL_NAME_MAX_LENGTH, valid_tool_name
 from turnkeep.tools.registry import ToolRegistry
 from turnkeep.tools.sources import ToolSource, ToolSourceError, is_required
 
@@ -55,7 +55,10 @@ def add_source(registry: ToolRegistry, source: ToolSource) -> None:
         if not isinstance(tool, Tool):
             problem = f"listed a {type(tool).__name__}, not a Tool"
         elif not (tool.name.startswith(f"{name}_") and valid_tool_name(tool.name)):
-            problem = f"listed tool {tool.name!r}, not named {name}_<tool> within 64 characters"
+            problem = (
+                f"listed tool {tool.name!r}, not named {name}_<tool> "
+                f"within {TOOL_NAME_MAX_LENGTH} characters"
+            )
         if problem is not None:
             _unavailable(registry, name, str(ToolSourceError(name, problem)), required, True)
             return

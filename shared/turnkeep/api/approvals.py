@@ -14,6 +14,7 @@ from turnkeep.api.context import ApiContext, Ctx, SessionId, TurnId, User
 from turnkeep.api.errors import ApiError
 from turnkeep.api.launch import Launcher, StepFunctionsLauncher
 from turnkeep.api.models import error_responses
+from turnkeep.envelope import turn_run_id, turn_status
 from turnkeep.harness.approvals import (
     REASON_MAX_CHARS,
     ApprovalConflictError,
@@ -141,8 +142,8 @@ def list_approvals(ctx: Ctx, user: User) -> ApprovalList:
     found: list[PendingApproval] = []
     for envelope in ctx.runtime.envelopes.list_for_owner(user):
         meta = envelope.meta
-        op_id = meta.get("turnRunId")
-        if meta.get("turnStatus") != "awaiting_approval" or not isinstance(op_id, str):
+        op_id = turn_run_id(meta)
+        if turn_status(meta) != "awaiting_approval" or not isinstance(op_id, str):
             continue
         found.extend(_pending(ctx, envelope.session_id, op_id))
     found.sort(key=lambda p: (p.requested_at, p.session_id, p.call_id))

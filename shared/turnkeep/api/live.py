@@ -75,12 +75,11 @@ def create_ticket(ctx: Ctx, user: User) -> LiveTicket:
 
 def _store(ctx: ApiContext) -> TicketStore:
     """The ticket store in the envelope table (its client is the process's shared one)."""
-    from turnkeep.aws_clients import shared_client
-    from turnkeep.live.push import table_of
+    from turnkeep.live.push import envelope_table
 
     try:
-        table = table_of(ctx.runtime.settings.envelope_url_or_local())
+        table = envelope_table(ctx.runtime.settings.envelope_url_or_local())
     except ValueError as exc:  # TURNKEEP_LIVE_URL set on a server without the AWS table
         message = str(exc).replace("WS_ENDPOINT", "LIVE_URL")
         raise ApiError(503, "live_unavailable", message) from None
-    return TicketStore(shared_client("dynamodb"), table)
+    return TicketStore(table.client(), table.table)

@@ -9,20 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from turnkeep.api.errors import ApiError, not_found
 from turnkeep.envelope import Envelope, EnvelopeConflictError, EnvelopeStore, MetaScalar
+from turnkeep.harness import StartSlot
 
 _ATTEMPTS = 3
-
-
-@dataclass(frozen=True, slots=True)
-class StartSlot:
-    """The envelope write that takes one start slot, valid while `expect` holds."""
-
-    patch: dict[str, MetaScalar | None]
-    expect: dict[str, list[MetaScalar | None]]
 
 
 def start_slot(
@@ -86,3 +78,40 @@ def reserve_turn_start(
         "too many concurrent turn starts for this session; retry shortly",
         headers={"Retry-After": "1"},
     )
+
+
+class RateGate:
+    """The harness's `StartGate` for one API request: the session's window, 429 when spent."""
+
+    def __init__(
+        self,
+        envelopes: EnvelopeStore,
+        owner_id: str,
+        *,
+        limit: int,
+        window_seconds: float,
+        now_ms: int,
+    ) -> None:
+        self._envelopes = envelopes
+        self._owner_id = owner_id
+        self._limit = limit
+        self._window_seconds = window_seconds
+        self._now_ms = now_ms
+
+    def slot(self, meta: Mapping[str, object]) -> StartSlot:
+        """The write taking a slot of the window `meta` shows, or a 429 `ApiError`."""
+        return start_slot(
+            meta, limit=self._limit, window_seconds=self._window_seconds, now_ms=self._now_ms
+        )
+
+    def reserve(self, envelope: Envelope) -> None:
+        """Take a slot of the session's current window, or raise a 429 `ApiError`."""
+        reserve_turn_start(
+            self._envelopes,
+            envelope.session_id,
+            self._owner_id,
+            limit=self._limit,
+            window_seconds=self._window_seconds,
+            now_ms=self._now_ms,
+            envelope=envelope,
+        )

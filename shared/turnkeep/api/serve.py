@@ -26,6 +26,7 @@ from turnkeep.api.auth import LocalDevAuthenticator
 from turnkeep.api.hub import LiveHub
 from turnkeep.api.launch import LaunchError, LocalLauncher
 from turnkeep.api.settings import ApiSettings
+from turnkeep.envelope import turn_run_id, turn_status
 from turnkeep.harness.deps import ToolFactory
 from turnkeep.harness.local_owner import inspect_turn, settle_ended
 from turnkeep.runtime.build import Runtime, open_local_runtime
@@ -127,8 +128,8 @@ def _relaunch_waiting(runtime: Runtime, launcher: LocalLauncher, session_id: str
     except ValueError:
         return False
     meta = envelope.meta if envelope is not None else {}
-    op_id = meta.get("turnRunId")
-    if meta.get("turnStatus") != "awaiting_approval" or not isinstance(op_id, str):
+    op_id = turn_run_id(meta)
+    if turn_status(meta) != "awaiting_approval" or not isinstance(op_id, str):
         return False
     try:
         launcher.launch(session_id, op_id)

@@ -20,17 +20,18 @@ from turnkeep.api.models import (
     error_responses,
 )
 from turnkeep.api.session_pages import SESSION_CURSOR_PATTERN, session_page
-from turnkeep.api.views import DELETE_MARKER, session_view
+from turnkeep.api.views import session_view
 from turnkeep.envelope import (
     EnvelopeConflictError,
     EnvelopeExistsError,
     MetaValidationError,
+    turn_run_id,
 )
 from turnkeep.envelope.caps import WORKING_NOTES_MAX_BYTES
 from turnkeep.events import CURSOR_MAX, transcript_page
 from turnkeep.harness import reconcile_envelope
 from turnkeep.storage import open_repository
-from turnkeep.turn_rules import STARTABLE_STATUSES
+from turnkeep.turn_rules import DELETE_MARKER, STARTABLE_STATUSES
 
 router = APIRouter(
     prefix="/sessions", tags=["sessions"], responses=error_responses(400, 401, 405, 503)
@@ -133,7 +134,7 @@ def delete_session(ctx: Ctx, user: User, session_id: SessionId) -> Response:
         )
     except EnvelopeConflictError:
         current = ctx.owned(user, session_id)
-        if current.meta.get("turnRunId") != DELETE_MARKER:  # else: finish an earlier delete
+        if turn_run_id(current.meta) != DELETE_MARKER:  # else: finish an earlier delete
             raise ApiError(
                 409,
                 "turn_running",

@@ -10,7 +10,6 @@ from fastapi import APIRouter, Query, Response
 from turnkeep.api.approvals import wake
 from turnkeep.api.context import ApiContext, Ctx, SessionId, TurnId, User
 from turnkeep.api.errors import ApiError, not_found
-from turnkeep.api.launch import LocalLauncher
 from turnkeep.api.model_choice import check_model
 from turnkeep.api.models import (
     CancelView,
@@ -21,24 +20,20 @@ from turnkeep.api.models import (
     TurnView,
     error_responses,
 )
-from turnkeep.api.ratelimit import reserve_turn_start, start_slot
+from turnkeep.api.ratelimit import RateGate
 from turnkeep.api.sessions import Cursor
-from turnkeep.api.views import DELETE_MARKER
-from turnkeep.envelope import Envelope, EnvelopeConflictError, EnvelopeNotFoundError
+from turnkeep.envelope import Envelope
 from turnkeep.events import TurnNotFound, turn_events, turn_values, turn_view
 from turnkeep.harness import (
     FailTurnInput,
+    SessionBusyError,
     StartTurnInput,
+    begin_turn,
     cancel_turn,
     fail_turn,
     new_op_id,
-    start_turn,
-    start_turn_attached,
 )
-from turnkeep.harness.envelope_io import attachable
 from turnkeep.harness.state import head_address, user_entry_id
-from turnkeep.storage import Storage
-from turnkeep.turn_rules import is_active
 
 logger = logging.getLogger("turnkeep.api")
 
@@ -103,26 +98,6 @@ def _check_output_schema(ctx: ApiContext, body: StartTurnRequest) -> None:
         raise ApiError(422, "validation_error", message, field="output_schema") from None
 
 
-def _free_or_409(ctx: ApiContext, user: str, session_id: str, envelope: Envelope) -> Envelope:
-    """The envelope once the session is free for a turn; 409 while one runs.
-
-    Locally the running turn may have lost its process (a killed `turnkeep chat`): the local
-    orchestrator then takes it over (docs/local.md) — it resumes an orphaned turn (still 409,
-    saying so) and repairs the envelope of one that had ended (the start goes on).
-    """
-    running = envelope.meta.get("turnRunId")
-    what = "is being deleted" if running == DELETE_MARKER else f"runs turn {running!r}"
-    if envelope.meta.get("turnStatus") == "awaiting_approval":
-        what += " (waiting for an approval: decide it or cancel the turn)"
-    if isinstance(ctx.launcher, LocalLauncher) and running != DELETE_MARKER:
-        finding = ctx.launcher.take_over(session_id)
-        if finding is not None and finding.verdict == "ended":
-            return ctx.owned(user, session_id)
-        if finding is not None and finding.verdict == "orphaned":
-            what += " (resumed now: the process that drove it is gone)"
-    raise ApiError(409, "turn_running", f"session {session_id!r} {what}; one turn at a time")
-
-
 @router.post(
     "",
     status_code=202,
@@ -153,15 +128,17 @@ def start(
             model_settings=body.model_settings,
             output_schema=body.output_schema,
         )
-        busy = is_active(envelope.meta.get("turnStatus"))
-        if (
-            not busy
-            and attachable(deps, storage)
-            and _start_in_one_commit(ctx, storage, inp, envelope)
-        ):
-            pass  # claimed, rate slot taken and first commit made in one request
-        else:
-            _start_in_steps(ctx, inp, envelope, busy=busy)
+        gate = RateGate(
+            ctx.runtime.envelopes,
+            user,
+            limit=ctx.settings.turn_start_limit,
+            window_seconds=ctx.settings.turn_start_window_seconds,
+            now_ms=ctx.now_ms(),
+        )
+        try:
+            begin_turn(deps, storage, inp, envelope, gate=gate, launcher=ctx.launcher)
+        except SessionBusyError as exc:
+            raise ApiError(409, "turn_running", str(exc)) from None
     try:
         ctx.launcher.launch(session_id, op_id)
     except Exception as exc:
@@ -184,53 +161,6 @@ def start(
         ) from None
     response.headers["Location"] = f"/sessions/{session_id}/turns/{op_id}"
     return TurnAccepted(turn_id=op_id, status="running")
-
-
-def _start_in_one_commit(
-    ctx: ApiContext, storage: Storage, inp: StartTurnInput, envelope: Envelope
-) -> bool:
-    """The turn start as one conditional commit (claim, rate slot, user message); False when
-    the envelope changed since it was read (the caller starts in steps, as before)."""
-    slot = start_slot(
-        envelope.meta,
-        limit=ctx.settings.turn_start_limit,
-        window_seconds=ctx.settings.turn_start_window_seconds,
-        now_ms=ctx.now_ms(),
-    )
-    try:
-        start_turn_attached(
-            ctx.runtime.deps,
-            storage,
-            inp,
-            owner_id=inp.user_id,
-            envelope_patch=slot.patch,
-            envelope_expect=slot.expect,
-        )
-    except (EnvelopeConflictError, EnvelopeNotFoundError):
-        return False
-    return True
-
-
-def _start_in_steps(
-    ctx: ApiContext, inp: StartTurnInput, envelope: Envelope, *, busy: bool
-) -> None:
-    """Rate slot, then claim and first commit (`start_turn`): every backend, every case."""
-    user, session_id = inp.user_id, inp.session_id
-    if busy:
-        envelope = _free_or_409(ctx, user, session_id, envelope)
-    reserve_turn_start(
-        ctx.runtime.envelopes,
-        session_id,
-        user,
-        limit=ctx.settings.turn_start_limit,
-        window_seconds=ctx.settings.turn_start_window_seconds,
-        now_ms=ctx.now_ms(),
-        envelope=envelope,
-    )
-    if isinstance(ctx.launcher, LocalLauncher):
-        # Owner first (docs/local.md): a kill after the claim below must leave an orphan.
-        ctx.launcher.own(session_id, inp.op_id)
-    start_turn(ctx.runtime.deps, inp)
 
 
 @router.get("/{turn_id}", response_model=TurnView)

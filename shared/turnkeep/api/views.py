@@ -8,10 +8,8 @@ import json
 from typing import Any
 
 from turnkeep.api.models import SessionView, TurnSummary
-from turnkeep.envelope import Envelope
-
-DELETE_MARKER = "__deleting__"
-"""turnRunId while a DELETE runs: blocks turn starts (never a valid operation id)."""
+from turnkeep.envelope import Envelope, turn_run_id, turn_status
+from turnkeep.turn_rules import DELETE_MARKER
 
 
 def session_view(envelope: Envelope) -> SessionView:
@@ -29,10 +27,10 @@ def session_view(envelope: Envelope) -> SessionView:
 
 def turn_summary(meta: dict[str, Any]) -> TurnSummary:
     """The latest turn as the envelope's worker keys record it."""
-    run_id = meta.get("turnRunId")
+    run_id = turn_run_id(meta)
     if run_id == DELETE_MARKER:
         return TurnSummary(status="deleting")
-    status = meta.get("turnStatus")
+    status = turn_status(meta)
     usage: dict[str, Any] | None = None
     raw_usage = meta.get("usage")
     if isinstance(raw_usage, str):
@@ -42,8 +40,8 @@ def turn_summary(meta: dict[str, Any]) -> TurnSummary:
             parsed = None
         usage = parsed if isinstance(parsed, dict) else None
     return TurnSummary(
-        turn_id=run_id if isinstance(run_id, str) else None,
-        status=status if isinstance(status, str) else "idle",  # type: ignore[arg-type]
+        turn_id=run_id,
+        status=status or "idle",
         started_at=_int(meta.get("turnStartedAt")),
         finished_at=_int(meta.get("turnFinishedAt")),
         error=meta.get("turnError") if isinstance(meta.get("turnError"), str) else None,

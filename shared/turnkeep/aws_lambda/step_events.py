@@ -144,7 +144,7 @@ def _run(step: StepName, deps: HarnessDeps, event: Mapping[str, Any]) -> BaseMod
 
 def release_token(token: str) -> None:
     """SendTaskSuccess for a wait with nothing left to wait for (a wait already over is fine)."""
-    from turnkeep.aws_clients import shared_client
+    from turnkeep.plumbing.clients import shared_client
 
     client = shared_client("stepfunctions")
     # A wait already over (a decision released it, or it timed out) is not an error.

@@ -17,6 +17,7 @@ from turnkeep.cli.approvals import Ask, prompt_asker
 from turnkeep.cli.printer import StreamPrinter, describe
 from turnkeep.cli.result_block import result_block
 from turnkeep.cli.ws import WS_URL_ENV, check_ws_url
+from turnkeep.envelope import turn_run_id, turn_status
 from turnkeep.harness import HarnessDeps, TurnConflictError, TurnResult
 from turnkeep.harness.approvals import ApprovalError, ApprovalInvalidError, decide
 from turnkeep.harness.local_owner import (
@@ -260,8 +261,8 @@ class LocalChat:
         if finding is None:
             envelope = self.deps.envelopes.get(self.session_id)
             meta = envelope.meta if envelope is not None else {}
-            waiting = meta.get("turnRunId")
-            if meta.get("turnStatus") == "awaiting_approval" and isinstance(waiting, str):
+            waiting = turn_run_id(meta)
+            if turn_status(meta) == "awaiting_approval" and isinstance(waiting, str):
                 cancelled = cancel_turn(self.deps, self.session_id, waiting)
                 return f"[turn {waiting} (awaiting approval) cancelled: {cancelled.status}]"
             return "[no turn is running]"

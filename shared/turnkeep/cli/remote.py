@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, urlsplit
 
 from turnkeep.cli.result_block import result_block
+from turnkeep.cli.sse import apply_delta
 from turnkeep.cli.usage_line import usage_text
 from turnkeep.harness.source_notices import ToolSourceNotice
 
@@ -166,8 +167,8 @@ class TurnEventRenderer:
         self._piece(event)
 
     def _piece(self, event: Mapping[str, Any]) -> None:
-        """Streamed text by the one rule `shown[:offset] + text`: only what extends the text
-        already shown is printed (a terminal cannot take text back)."""
+        """Streamed text by the stream's one rule (`cli/sse.apply_delta`): only what extends the
+        text already shown is printed (a terminal cannot take text back)."""
         rid = str(event.get("response_id") or "")
         if rid in self._settled:
             return  # the entry already showed this round
@@ -176,10 +177,9 @@ class TurnEventRenderer:
             return
         shown = self._shown.get(rid, "")
         offset = event.get("offset")
-        if isinstance(offset, int) and not isinstance(offset, bool) and offset >= 0:
-            whole = shown[:offset] + piece
-        else:
-            whole = shown + piece
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            offset = len(shown)  # no usable offset: the piece extends what is shown
+        whole = apply_delta(shown, offset, piece)
         if len(whole) > len(shown) and whole.startswith(shown):
             self._shown[rid] = whole
             self.output.text(whole[len(shown) :])

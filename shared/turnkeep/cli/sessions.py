@@ -12,13 +12,11 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import TextIO
 
-from turnkeep.envelope import EnvelopeConflictError
+from turnkeep.envelope import EnvelopeConflictError, turn_run_id, turn_status
 from turnkeep.harness.local_owner import TurnFinding, inspect_turn
 from turnkeep.runtime.build import Runtime
 from turnkeep.storage import open_repository
-from turnkeep.turn_rules import STARTABLE_STATUSES
-
-_DELETE_MARKER = "__deleting__"  # turnkeep.api.views.DELETE_MARKER: one delete protocol
+from turnkeep.turn_rules import DELETE_MARKER, STARTABLE_STATUSES
 
 
 def _time(epoch_ms: object) -> str:
@@ -37,7 +35,7 @@ def _session_ids(runtime: Runtime) -> list[str]:
 
 
 def _turn_text(runtime: Runtime, session_id: str, meta: Mapping[str, object]) -> str:
-    status = meta.get("turnStatus") or "idle"
+    status = turn_status(meta) or "idle"
     finding = inspect_turn(runtime.deps, session_id)
     if finding is not None and finding.verdict != "ended":
         return f"{status} ({_verdict(finding)})"
@@ -122,11 +120,11 @@ def delete_session(runtime: Runtime, session_id: str, out: TextIO) -> int:
     if envelope is None:
         out.write(f"no session {session_id!r} in {runtime.storage_url}\n")
         return 1
-    if envelope.meta.get("turnRunId") != _DELETE_MARKER:
+    if turn_run_id(envelope.meta) != DELETE_MARKER:
         try:
             envelopes.update_worker_meta(
                 session_id,
-                {"turnStatus": "running", "turnRunId": _DELETE_MARKER},
+                {"turnStatus": "running", "turnRunId": DELETE_MARKER},
                 expect={"turnStatus": STARTABLE_STATUSES},
             )
         except EnvelopeConflictError:

@@ -25,6 +25,9 @@ from turnkeep.envelope.keys import (
     RESERVED_META_KEYS,
     WORKER_META_KEYS,
     sanitize_working_notes,
+    status_of_turn,
+    turn_run_id,
+    turn_status,
 )
 from turnkeep.envelope.memory import MemoryEnvelopeStore
 from turnkeep.envelope.model import Envelope, MetaScalar
@@ -51,5 +54,8 @@ __all__ = [
     "caps",
     "open_envelope_store",
     "sanitize_working_notes",
+    "status_of_turn",
+    "turn_run_id",
+    "turn_status",
     "wall_clock_ms",
 ]

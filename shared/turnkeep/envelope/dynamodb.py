@@ -42,8 +42,8 @@ from turnkeep.envelope.errors import (
     EnvelopeUnavailableError,
 )
 from turnkeep.envelope.model import Envelope, MetaScalar
+from turnkeep.plumbing.dynamodb_batches import UnprocessedError, batch_get
 from turnkeep.storage.attached import AttachedKey, AttachedUpdate
-from turnkeep.storage.aws.batches import UnprocessedError, batch_get
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -20,7 +20,7 @@ from turnkeep.envelope import caps
 from turnkeep.envelope.errors import MetaValidationError
 from turnkeep.envelope.model import MetaScalar
 from turnkeep.session_ids import session_id_problem
-from turnkeep.turn_rules import TURN_STATUSES
+from turnkeep.turn_rules import TURN_STATUSES, TurnStatus
 
 logger = logging.getLogger(__name__)
 
@@ -457,6 +457,23 @@ def expect_holds(
         any(same_scalar(read_back(key, current.get(key)), allowed) for allowed in values)
         for key, values in expect.items()
     )
+
+
+def turn_status(meta: Mapping[str, object]) -> TurnStatus | None:
+    """The envelope's `turnStatus` (docs/envelope.md): one of `TurnStatus`, or None (unset)."""
+    status = meta.get("turnStatus")
+    return status if isinstance(status, str) and status in TURN_STATUSES else None  # type: ignore[return-value]  # checked against the set
+
+
+def turn_run_id(meta: Mapping[str, object]) -> str | None:
+    """The envelope's `turnRunId`: the latest turn's id (or the delete marker), or None."""
+    run_id = meta.get("turnRunId")
+    return run_id if isinstance(run_id, str) else None
+
+
+def status_of_turn(meta: Mapping[str, object], op_id: str) -> TurnStatus | None:
+    """The status the envelope records for turn `op_id`; None when it records another turn."""
+    return turn_status(meta) if turn_run_id(meta) == op_id else None
 
 
 def sanitize_meta(raw: Mapping[str, object], *, session_id: str = "?") -> dict[str, MetaScalar]:

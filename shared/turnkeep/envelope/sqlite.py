@@ -32,7 +32,7 @@ from turnkeep.envelope.errors import (
     EnvelopeUnavailableError,
 )
 from turnkeep.envelope.model import MetaScalar
-from turnkeep.storage.sqlite_wal import use_wal
+from turnkeep.plumbing.sqlite_wal import use_wal
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS envelopes (

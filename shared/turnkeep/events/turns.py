@@ -18,7 +18,7 @@ How frames relate to settled entries (the events contract, docs/api.md):
 
 from __future__ import annotations
 
-from turnkeep.envelope import Envelope
+from turnkeep.envelope import Envelope, status_of_turn
 from turnkeep.events.entries import frame_event
 from turnkeep.events.models import Event, EventsPage, TranscriptPage, TurnStatus, TurnView
 from turnkeep.events.registry import entry_event
@@ -75,12 +75,9 @@ def _record_or_state(
 
 
 def _live_status(envelope: Envelope | None, op_id: str) -> TurnStatus:
-    meta = envelope.meta if envelope is not None else {}
-    if meta.get("turnRunId") == op_id and meta.get("turnStatus") in (
-        "cancelling",
-        "awaiting_approval",
-    ):
-        return meta["turnStatus"]  # type: ignore[return-value]
+    status = status_of_turn(envelope.meta, op_id) if envelope is not None else None
+    if status in ("cancelling", "awaiting_approval"):
+        return status
     return "running"
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from turnkeep.envelope import EnvelopeConflictError
+from turnkeep.envelope import EnvelopeConflictError, turn_run_id, turn_status
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import FencedWriteError, HarnessError
 from turnkeep.harness.progress import fenced_commit
@@ -290,7 +290,7 @@ def decide(
             )
         envelope = deps.envelopes.get(session_id)
         meta = envelope.meta if envelope is not None else {}
-        if meta.get("turnRunId") == op_id and meta.get("turnStatus") == "cancelling":
+        if turn_run_id(meta) == op_id and turn_status(meta) == "cancelling":
             raise ApprovalConflictError(f"turn {op_id!r} is being cancelled")
         edited: str | None = None
         if decision == "edit":

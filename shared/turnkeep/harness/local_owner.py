@@ -25,6 +25,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from turnkeep.envelope import turn_run_id, turn_status
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import OperationNotFoundError
 from turnkeep.harness.io import FailTurnInput, TurnResult
@@ -33,11 +34,10 @@ from turnkeep.harness.state import load_record, load_state, validate_op_id
 from turnkeep.harness.steps import EventListener, abort_turn, fail_turn, new_op_id
 from turnkeep.harness.steps.common import settle_envelope
 from turnkeep.storage import Storage, delete_value, set_value, value
+from turnkeep.turn_rules import DELETE_MARKER
 
 OWNER_NS = "local.owner"
 """Session-scoped value `value(OWNER_NS, op_id)`: the local process driving that turn."""
-
-_DELETE_MARKER = "__deleting__"  # turnkeep.api.views.DELETE_MARKER (not imported: no api deps)
 
 Verdict = Literal["ended", "orphaned", "live", "unknown"]
 
@@ -138,11 +138,11 @@ def inspect_turn(deps: HarnessDeps, session_id: str) -> TurnFinding | None:
     """The session's running turn and its verdict; None when no turn is running."""
     envelope = deps.envelopes.get(session_id)
     meta = envelope.meta if envelope is not None else {}
-    status = meta.get("turnStatus")
-    op_id = meta.get("turnRunId")
+    status = turn_status(meta)
+    op_id = turn_run_id(meta)
     if status not in ("running", "cancelling") or not isinstance(op_id, str):
         return None
-    if op_id == _DELETE_MARKER:
+    if op_id == DELETE_MARKER:
         return None
     try:
         validate_op_id(op_id)

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from turnkeep.envelope.dynamodb import ENVELOPE_SK
 from turnkeep.live.marks import GEN, OPS, Mark
-from turnkeep.storage.aws.batches import batch_write
+from turnkeep.plumbing.dynamodb_batches import batch_write
 
 LIVE_PREFIX: Final = "LIVE#"
 CONNECTION_PK_PREFIX: Final = "LIVECONN#"

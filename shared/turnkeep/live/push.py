@@ -29,7 +29,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import parse_qs, urlsplit
 
 from turnkeep.harness.live import Committed, LiveDelta
 from turnkeep.live.connections import Connections, Subscriber
@@ -37,6 +36,7 @@ from turnkeep.live.marks import Mark, unchanged_since
 from turnkeep.storage.attached import AttachedUpdate
 
 if TYPE_CHECKING:  # the event views are imported when someone watches (a step's cold start)
+    from turnkeep.envelope.factory import DynamoTable
     from turnkeep.events.models import Event
 
 logger = logging.getLogger(__name__)
@@ -454,28 +454,41 @@ class WebSocketPusher:
 class LazyClient:
     """An AWS client built on first use (a step that pushes nothing never builds one)."""
 
-    def __init__(self, service: str, endpoint: str = "") -> None:
-        self._service, self._endpoint = service, endpoint
+    def __init__(self, service: str, endpoint: str = "", region: str = "") -> None:
+        self._service, self._endpoint, self._region = service, endpoint, region
         self._client: Any = None
 
     def __getattr__(self, name: str) -> Any:
         if self._client is None:
-            from turnkeep.aws_clients import shared_client
+            from turnkeep.plumbing.clients import shared_client
 
-            self._client = shared_client(self._service, endpoint=self._endpoint)
+            self._client = shared_client(self._service, self._region, self._endpoint)
         return getattr(self._client, name)
 
 
-def table_of(envelope_url: str) -> str:
-    """The DynamoDB table of an `aws://?table=...` envelope URL; ValueError otherwise."""
-    parts = urlsplit(envelope_url)
-    tables = parse_qs(parts.query).get("table", [])
-    if parts.scheme != "aws" or len(tables) != 1 or not tables[0]:
+def envelope_table(envelope_url: str) -> DynamoTable:
+    """The DynamoDB table (name, region, endpoint) of an `aws://?table=...` envelope URL, read
+    by the envelope's own parser; ValueError naming the setting otherwise."""
+    from turnkeep.envelope.errors import MetaValidationError
+    from turnkeep.envelope.factory import dynamo_table_of
+
+    try:
+        return dynamo_table_of(envelope_url)
+    except MetaValidationError:
         raise ValueError(
             f"TURNKEEP_WS_ENDPOINT needs TURNKEEP_ENVELOPE_URL of the form aws://?table=<table>, "
             f"got {envelope_url!r}"
-        )
-    return tables[0]
+        ) from None
+
+
+def table_of(envelope_url: str) -> str:
+    """The DynamoDB table name of an `aws://?table=...` envelope URL; ValueError otherwise."""
+    return envelope_table(envelope_url).table
+
+
+def table_client(table: DynamoTable) -> LazyClient:
+    """A DynamoDB client for the envelope table's own region and endpoint, built on first use."""
+    return LazyClient("dynamodb", table.endpoint, table.region)
 
 
 def websocket_pusher(
@@ -483,6 +496,7 @@ def websocket_pusher(
 ) -> WebSocketPusher:
     """The pusher of a Lambda container: subscriptions in the envelope table, posts through
     the WebSocket API's management endpoint (clients built on first use)."""
-    connections = Connections(LazyClient("dynamodb"), table_of(envelope_url))
+    table = envelope_table(envelope_url)
+    connections = Connections(table_client(table), table.table)
     management = LazyClient("apigatewaymanagementapi", endpoint)
     return WebSocketPusher(connections, management, delta_gap_s=delta_gap_s)

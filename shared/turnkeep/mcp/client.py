@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import shlex
 import tempfile
-import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -201,31 +200,33 @@ def _pass_on(errlog: Any) -> None:
         sys.stderr.flush()
 
 
-_HTTP_CLIENTS: weakref.WeakKeyDictionary[Any, dict[str, tuple[tuple[tuple[str, str], ...], Any]]]
-_HTTP_CLIENTS = weakref.WeakKeyDictionary()
-
-
 def _http_client(endpoint: Endpoint, headers: Mapping[str, str]) -> Any:
-    """The endpoint's HTTP client on this event loop, made once and kept (until its headers
-    change, e.g. a rotated secret): building one costs ~20 ms (its TLS context), and its pool
-    keeps the server's connection for the next exchange. Only the loop's thread gets here."""
+    """The endpoint's HTTP client on this event loop, made once and kept in the process's
+    client cache (`turnkeep.plumbing.clients`, in the loop's own space) until its headers
+    change, e.g. a rotated secret: building one costs ~20 ms (its TLS context), and its pool
+    keeps the server's connection for the next exchange."""
     import asyncio
 
     import httpx2
 
-    per_loop = _HTTP_CLIENTS.setdefault(asyncio.get_running_loop(), {})
+    from turnkeep.plumbing.clients import cached_client
+
     assert endpoint.url is not None
     key = tuple(sorted(headers.items()))
-    found = per_loop.get(endpoint.url)
-    if found is not None and found[0] == key:
-        return found[1]
-    # A client replaced here (its headers changed) is not closed: an exchange may still be
-    # using it; it is dropped with its last user.
-    # The SDK's own transport timeouts (30 s connect, 300 s read) stay: each exchange is
-    # bounded as a whole by the caller's deadline.
-    http = httpx2.AsyncClient(headers=dict(headers), timeout=httpx2.Timeout(30.0, read=300.0))
-    per_loop[endpoint.url] = (key, http)
-    return http
+
+    def build() -> tuple[tuple[tuple[str, str], ...], Any]:
+        # The SDK's own transport timeouts (30 s connect, 300 s read) stay: each exchange is
+        # bounded as a whole by the caller's deadline.
+        timeout = httpx2.Timeout(30.0, read=300.0)
+        return key, httpx2.AsyncClient(headers=dict(headers), timeout=timeout)
+
+    found = cached_client(
+        ("mcp-http", endpoint.url),
+        build,
+        scope=asyncio.get_running_loop(),
+        usable=lambda cached: cached[0] == key,
+    )
+    return found[1]
 
 
 async def list_tools(

@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from turnkeep.agent.definition import AgentDefinitionError
+from turnkeep.definition_errors import AgentDefinitionError
 from turnkeep.mcp.arguments import McpArguments
 from turnkeep.tools.base import Tool, ToolContext, ToolResult
 from turnkeep.tools.names import source_name_problem, source_tool_name, valid_tool_name
@@ -252,7 +252,7 @@ class McpServer:
 
     def _resolved_headers(self) -> dict[str, str]:
         """Header values with their credential references resolved (CredentialError if not)."""
-        from turnkeep.providers.credentials import resolve_secret
+        from turnkeep.plumbing.credentials import resolve_secret
 
         resolved = {}
         for key, value in self.headers.items():
@@ -264,7 +264,7 @@ class McpServer:
 
     def _list(self) -> Listing:
         from turnkeep.mcp import bridge, client
-        from turnkeep.providers.credentials import CredentialError
+        from turnkeep.plumbing.credentials import CredentialError
 
         try:
             headers = self._resolved_headers()
@@ -336,7 +336,7 @@ class McpServer:
     def call(self, original: str, prefixed: str, arguments: dict[str, Any]) -> ToolResult:
         """Call the server's tool `original`; every failure becomes an error result."""
         from turnkeep.mcp import bridge, client
-        from turnkeep.providers.credentials import CredentialError
+        from turnkeep.plumbing.credentials import CredentialError
 
         try:
             headers = self._resolved_headers()

@@ -16,7 +16,6 @@ import base64
 import json
 import os
 import re
-import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -155,10 +154,16 @@ class BedrockProvider(ModelProvider):
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         self.model_id = model_id
         self.streaming = stream
-        self.max_tokens = max_tokens
         self._region_name = region_name
         self._client = client
-        self.settings = settings or ModelSettings()
+        base = settings or ModelSettings()
+        # One max_tokens: the settings' (docs/providers.md); `max_tokens` is its default here,
+        # since Converse needs a number.
+        self.settings = (
+            base
+            if base.max_tokens is not None
+            else base.model_copy(update={"max_tokens": max_tokens})
+        )
         """The spec's settings; a request's `settings` override them field by field."""
 
     @property
@@ -223,7 +228,7 @@ class BedrockProvider(ModelProvider):
 
     def _inference_config(self, settings: ModelSettings) -> InferenceConfigurationTypeDef:
         config: InferenceConfigurationTypeDef = {
-            "maxTokens": settings.max_tokens or self.max_tokens
+            "maxTokens": settings.max_tokens or DEFAULT_MAX_TOKENS
         }
         if settings.temperature is not None:
             config["temperature"] = settings.temperature
@@ -448,34 +453,29 @@ class BedrockProvider(ModelProvider):
         return FatalModelError(text, code="model_error")
 
 
-_default_clients: dict[str | None, BedrockRuntimeClient] = {}
-_default_clients_lock = threading.Lock()
-
-
 def default_client(region_name: str | None = None) -> BedrockRuntimeClient:
-    """A `bedrock-runtime` client from the boto3 credential chain, shared per process and region.
+    """A `bedrock-runtime` client from the boto3 credential chain, shared per process and region
+    (the process's client cache, `turnkeep.plumbing.clients`).
 
-    boto3 clients are thread-safe and slow to build, and a provider may be built per round, so
-    one client per region serves them all. SDK retries are off: retries belong to the step's
-    retry policy, so a throttled round surfaces as RetryableModelError at once instead of
-    sleeping inside the Lambda.
+    Clients are thread-safe and slow to build, and a provider may be built per round, so one
+    client per region serves them all. SDK retries are off: retries belong to the step's retry
+    policy, so a throttled round surfaces as RetryableModelError at once instead of sleeping
+    inside the Lambda.
     """
+    from botocore.config import Config
+
+    from turnkeep.plumbing.clients import shared_client
+
     if region_name is None and not os.environ.get("AWS_DEFAULT_REGION"):
         # botocore reads only AWS_DEFAULT_REGION; Lambda sets both, a laptop often AWS_REGION.
         region_name = os.environ.get("AWS_REGION") or None
-    with _default_clients_lock:
-        client = _default_clients.get(region_name)
-        if client is None:
-            import boto3
-            from botocore.config import Config
-
-            config = Config(
-                retries={"total_max_attempts": 1, "mode": "standard"},
-                read_timeout=DEFAULT_READ_TIMEOUT,
-            )
-            client = boto3.client("bedrock-runtime", region_name=region_name, config=config)
-            _default_clients[region_name] = client
-        return client
+    config = Config(
+        retries={"total_max_attempts": 1, "mode": "standard"}, read_timeout=DEFAULT_READ_TIMEOUT
+    )
+    client: BedrockRuntimeClient = shared_client(
+        "bedrock-runtime", region_name or "", config=("bedrock-one-attempt", config)
+    )
+    return client
 
 
 # -- mapping ------------------------------------------------------------------------------------

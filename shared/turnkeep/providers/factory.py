@@ -10,7 +10,7 @@ stop (repeatable), tool_choice, extra, prompt_cache, guardrail, reasoning_budget
 the provider's ModelSettings, which a request's own settings override field by field.
 
 `<reference>` is a credential reference (`env:` / `secretsmanager:` / `ssm:`, see
-turnkeep.providers.credentials); without it the key comes from the environment. Provider modules
+turnkeep.plumbing.credentials); without it the key comes from the environment. Provider modules
 are imported lazily so a Lambda that runs the scripted model never imports boto3 or httpx.
 """
 
@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
 
+from turnkeep.plumbing.credentials import CredentialError
 from turnkeep.providers.base import FatalModelError, ModelProvider
 from turnkeep.providers.context import (
     DEFAULT_OUTPUT_RESERVE,
@@ -59,6 +60,14 @@ class ProviderConfigError(FatalModelError, ValueError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, code="configuration")
+
+
+class ModelCredentialError(FatalModelError, CredentialError):
+    """An endpoint's key reference cannot be resolved: to the harness a fatal model error
+    (code `credentials`), to configuration checks the plumbing's CredentialError."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="credentials")
 
 
 def provider_from_config(
@@ -164,7 +173,7 @@ def _openai(
         raise ProviderConfigError(
             f"provider spec {spec!r}: base url {base_url!r} must be an absolute http(s) URL"
         )
-    from turnkeep.providers.credentials import resolve_api_key
+    from turnkeep.plumbing.credentials import resolve_api_key
     from turnkeep.providers.openai_compat import DEFAULT_TIMEOUT, OpenAICompatProvider
 
     max_tokens = _int(spec, options, "max_tokens", default=0) or None
@@ -175,9 +184,15 @@ def _openai(
         spec, options, default_tokens=openai_context_tokens(model), max_tokens=max_tokens
     )
     # Options are checked before the key is fetched: a typo costs no Secrets Manager call.
-    api_key = resolve_api_key(
-        options.get("key"), environ=environ, secrets_client=secrets_client, ssm_client=ssm_client
-    )
+    try:
+        api_key = resolve_api_key(
+            options.get("key"),
+            environ=environ,
+            secrets_client=secrets_client,
+            ssm_client=ssm_client,
+        )
+    except CredentialError as exc:
+        raise ModelCredentialError(str(exc)) from exc
     try:
         provider = OpenAICompatProvider(
             base_url,

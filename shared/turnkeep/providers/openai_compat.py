@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -99,11 +98,16 @@ class OpenAICompatProvider(ModelProvider):
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.streaming = stream
-        self.max_tokens = max_tokens
         self._api_key = api_key
         self._timeout = httpx.Timeout(timeout, connect=min(timeout, 10.0))
         self._client = client if client is not None else default_client()
-        self.settings = settings or ModelSettings()
+        base = settings or ModelSettings()
+        # One max_tokens: the settings' (docs/providers.md); the argument only fills it in.
+        self.settings = (
+            base
+            if base.max_tokens is not None or max_tokens is None
+            else base.model_copy(update={"max_tokens": max_tokens})
+        )
         """The spec's settings; a request's `settings` override them field by field."""
 
     @property
@@ -131,9 +135,8 @@ class OpenAICompatProvider(ModelProvider):
             body["tools"] = chat_tools(request.tools)
             if settings.tool_choice is not None:
                 body["tool_choice"] = chat_tool_choice(settings.tool_choice, request.tools)
-        max_tokens = settings.max_tokens or self.max_tokens
-        if max_tokens is not None:
-            body["max_tokens"] = max_tokens
+        if settings.max_tokens is not None:
+            body["max_tokens"] = settings.max_tokens
         if settings.temperature is not None:
             body["temperature"] = settings.temperature
         if settings.top_p is not None:
@@ -349,20 +352,19 @@ class OpenAICompatProvider(ModelProvider):
         return RetryableModelError(text, code="stream_error")
 
 
-_shared_clients: dict[str, httpx.Client] = {}
-_shared_clients_lock = threading.Lock()
-
-
 def default_client() -> httpx.Client:
-    """The process-wide httpx client (thread-safe, pooled), so per-round providers share sockets.
+    """The process-wide httpx client (thread-safe, pooled), so per-round providers share sockets
+    (the process's client cache, `turnkeep.plumbing.clients`); a closed one is replaced.
 
     Timeouts are set per request by each provider.
     """
-    with _shared_clients_lock:
-        client = _shared_clients.get("default")
-        if client is None or client.is_closed:
-            client = _shared_clients["default"] = httpx.Client(timeout=DEFAULT_TIMEOUT)
-        return client
+    from turnkeep.plumbing.clients import cached_client
+
+    return cached_client(
+        ("httpx", "model endpoints"),
+        lambda: httpx.Client(timeout=DEFAULT_TIMEOUT),
+        usable=lambda client: not client.is_closed,
+    )
 
 
 # -- stream state -------------------------------------------------------------------------------

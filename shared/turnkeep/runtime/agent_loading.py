@@ -12,8 +12,9 @@ import importlib
 import re
 import threading
 
-from turnkeep.agent.definition import Agent, AgentDefinitionError, demo_agent
+from turnkeep.agent.definition import Agent, demo_agent
 from turnkeep.agent.function_tool import ToolDefinitionError
+from turnkeep.definition_errors import AgentDefinitionError
 from turnkeep.runtime.config_errors import ConfigError, config_problem
 
 AGENT_ENV = "TURNKEEP_AGENT"

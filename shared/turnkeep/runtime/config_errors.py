@@ -119,7 +119,7 @@ def load_settings(cls: type[S], environ: Mapping[str, str] | None = None) -> S:
 
 def check_model_spec(spec: str, source: str) -> str:
     """`spec` if it names a provider this process can build; ConfigError naming `source`."""
-    from turnkeep.providers.credentials import CredentialError
+    from turnkeep.plumbing.credentials import CredentialError
     from turnkeep.providers.factory import ProviderConfigError, provider_from_config
 
     try:

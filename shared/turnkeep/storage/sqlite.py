@@ -18,7 +18,7 @@ Concurrency: a handle owns one connection and serializes its calls with the base
 threads may share a handle. Several handles or processes may use one file: `BEGIN IMMEDIATE`
 takes SQLite's single write lock, `busy_timeout` waits for it, and the sequence is read and
 advanced inside that lock, so no two writers share a sequence. Openers of a new file wait for
-each other's switch to WAL (`storage/sqlite_wal.py`: SQLite refuses it at once, not after
+each other's switch to WAL (`plumbing/sqlite_wal.py`: SQLite refuses it at once, not after
 `busy_timeout`).
 """
 

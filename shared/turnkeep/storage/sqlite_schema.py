@@ -8,12 +8,12 @@ import os
 import sqlite3
 from typing import Final, Literal
 
+from turnkeep.plumbing.sqlite_wal import use_wal
 from turnkeep.storage.errors import (
     StorageConflictError,
     StorageCorruptionError,
     StorageUnavailableError,
 )
-from turnkeep.storage.sqlite_wal import use_wal
 
 SCHEMA_VERSION: Final = 1
 BUSY_TIMEOUT_MS: Final = 10_000

@@ -10,7 +10,7 @@ from moto import mock_aws
 
 from tests.conformance.backends import BackendHarness
 from tests.support.aws_template import create_bucket, create_table
-from turnkeep.aws_clients import shared_client
+from turnkeep.plumbing.clients import shared_client
 from turnkeep.storage import open_repository
 
 REGION = "us-east-1"

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict
 
-from turnkeep.envelope import Envelope, EnvelopeConflictError, MetaScalar
+from turnkeep.envelope import Envelope, EnvelopeConflictError, MetaScalar, turn_run_id, turn_status
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import OperationNotFoundError
 from turnkeep.harness.io import TurnResult
@@ -65,7 +65,7 @@ def cancelling(envelope: Envelope | None, op_id: str) -> bool:
     if envelope is None:
         return False
     meta = envelope.meta
-    return meta.get("turnStatus") == "cancelling" and meta.get("turnRunId") == op_id
+    return turn_status(meta) == "cancelling" and turn_run_id(meta) == op_id
 
 
 def terminal_patch(record: TurnRecord, cursor: int | None) -> dict[str, MetaScalar | None]:
@@ -124,7 +124,7 @@ def settle_envelope(
 def envelope_disagrees(envelope: Envelope, record: TurnRecord) -> bool:
     """Whether the envelope still names `record`'s turn with another status than its own."""
     meta = envelope.meta
-    return meta.get("turnRunId") == record.op_id and meta.get("turnStatus") != record.status
+    return turn_run_id(meta) == record.op_id and turn_status(meta) != record.status
 
 
 def progress_patch(cursor: int, state: OperationState) -> dict[str, MetaScalar | None]:

@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from turnkeep.envelope import EnvelopeConflictError, MetaScalar
+from turnkeep.envelope import EnvelopeConflictError, MetaScalar, turn_run_id, turn_status
 from turnkeep.harness.approvals import latest_expiry
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.envelope_io import commit_with_envelope
@@ -51,7 +51,7 @@ def start_turn(deps: HarnessDeps, inp: StartTurnInput) -> StartTurnOutput:
         if record is not None:
             return StartTurnOutput(session_id=inp.session_id, op_id=op, status=record.status)
         meta = envelope.meta
-        if not (meta.get("turnRunId") == op and meta.get("turnStatus") == "running"):
+        if not (turn_run_id(meta) == op and turn_status(meta) == "running"):
             _claim(deps, storage, inp.session_id, op)
         try:
             result = storage.commit(_first_writes(deps, storage, inp, op))
@@ -190,7 +190,7 @@ def _claim(deps: HarnessDeps, storage: Storage, session_id: str, op: str) -> Non
         except EnvelopeConflictError:
             current = deps.envelopes.get(session_id)
             meta = current.meta if current is not None else {}
-            running = meta.get("turnRunId")
+            running = turn_run_id(meta)
             # A turn whose terminal commit landed but whose envelope update was lost is over:
             # repair the envelope from storage once, then claim again.
             if (
@@ -219,5 +219,5 @@ def _claim(deps: HarnessDeps, storage: Storage, session_id: str, op: str) -> Non
             raise TurnConflictError(
                 session_id,
                 running if isinstance(running, str) else None,
-                str(meta.get("turnStatus")),
+                str(turn_status(meta)),
             ) from None

@@ -3,7 +3,13 @@ asking a running turn to stop (cancel), and reading a turn's terminal result."""
 
 from __future__ import annotations
 
-from turnkeep.envelope import Envelope, EnvelopeConflictError, EnvelopeNotFoundError
+from turnkeep.envelope import (
+    Envelope,
+    EnvelopeConflictError,
+    EnvelopeNotFoundError,
+    turn_run_id,
+    turn_status,
+)
 from turnkeep.harness.approvals import awaiting_calls, tokens_of
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.envelope_io import (
@@ -145,7 +151,7 @@ def fail_turn(deps: HarnessDeps, inp: FailTurnInput) -> TurnResult:
 def _claimed(deps: HarnessDeps, inp: FailTurnInput) -> bool:
     envelope = deps.envelopes.get(inp.session_id)
     meta = envelope.meta if envelope is not None else {}
-    return meta.get("turnRunId") == inp.op_id and meta.get("turnStatus") not in STARTABLE_STATUSES
+    return turn_run_id(meta) == inp.op_id and turn_status(meta) not in STARTABLE_STATUSES
 
 
 def _fail_unstarted(deps: HarnessDeps, storage: Storage, inp: FailTurnInput) -> TurnRecord:
@@ -185,7 +191,7 @@ def cancel_turn(deps: HarnessDeps, session_id: str, op_id: str | None = None) ->
     envelope = deps.envelopes.get(session_id)
     if envelope is None:
         raise SessionNotFoundError(f"session {session_id!r} does not exist")
-    running = envelope.meta.get("turnRunId")
+    running = turn_run_id(envelope.meta)
     target = op_id if op_id is not None else running
     if not isinstance(target, str):
         raise OperationNotFoundError(f"session {session_id!r} has no turn to cancel")
@@ -208,11 +214,11 @@ def cancel_turn(deps: HarnessDeps, session_id: str, op_id: str | None = None) ->
         except EnvelopeConflictError:
             current = deps.envelopes.get(session_id)
             meta = current.meta if current is not None else {}
-            if meta.get("turnRunId") != target:
+            if turn_run_id(meta) != target:
                 raise OperationNotFoundError(
                     f"operation {target!r} is not the current turn of session {session_id!r}"
                 ) from None
-            status = str(meta.get("turnStatus"))
+            status = str(turn_status(meta))
         if status == "cancelling":
             # The terminal commit may have landed between the read above and the mark: then
             # the cancel cannot take effect, and the envelope is put back to the real outcome.
@@ -306,8 +312,8 @@ def reconcile_envelope(
     of the session, read the turn's result ahead).
     """
     meta = envelope.meta
-    op_id = meta.get("turnRunId")
-    if meta.get("turnStatus") not in ACTIVE_STATUSES or not isinstance(op_id, str):
+    op_id = turn_run_id(meta)
+    if turn_status(meta) not in ACTIVE_STATUSES or not isinstance(op_id, str):
         return envelope
     try:
         validate_op_id(op_id)

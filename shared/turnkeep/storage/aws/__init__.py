@@ -12,7 +12,7 @@ import threading
 from typing import TYPE_CHECKING, cast
 from urllib.parse import SplitResult, parse_qs
 
-from turnkeep.aws_clients import shared_client
+from turnkeep.plumbing.clients import shared_client
 from turnkeep.storage.aws.repository import AwsRepository
 from turnkeep.storage.aws.storage import AwsStorage
 from turnkeep.storage.errors import StorageValidationError

@@ -6,8 +6,8 @@ import functools
 import threading
 from typing import TYPE_CHECKING, Any
 
+from turnkeep.plumbing.dynamodb_batches import batch_write
 from turnkeep.storage.aws import keys
-from turnkeep.storage.aws.batches import batch_write
 from turnkeep.storage.aws.cleanup import delete_all
 from turnkeep.storage.aws.codec import get_s, s
 from turnkeep.storage.aws.session_state import SessionState, aws_call
@@ -54,7 +54,7 @@ class AwsRepository(Repository):
         self.bucket = bucket
         self.objects = keys.ObjectKeys(prefix)
         if dynamodb_client is None or (s3_client is None and s3_factory is None):
-            import boto3  # only here: the shared clients (turnkeep.aws_clients) need no boto3
+            import boto3  # only here: the shared clients (turnkeep.plumbing.clients) need no boto3
 
             boto = session or boto3.session.Session()
             options: dict[str, Any] = {}

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from turnkeep.storage.aws.batches import UnprocessedError
+from turnkeep.plumbing.dynamodb_batches import UnprocessedError
 from turnkeep.storage.aws.head import Head
 from turnkeep.storage.aws.scoped import ObjectWrites, ScopeView
 from turnkeep.storage.errors import StorageUnavailableError

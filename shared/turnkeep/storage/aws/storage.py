@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from turnkeep.plumbing.dynamodb_batches import batch_get
 from turnkeep.storage.addresses import Value, ValueList
 from turnkeep.storage.attached import AttachedKey, AttachedUpdate
 from turnkeep.storage.aws import keys
-from turnkeep.storage.aws.batches import batch_get
 from turnkeep.storage.aws.cancellation import cancel_reasons, raise_cancel_cause
 from turnkeep.storage.aws.cleanup import delete_through
 from turnkeep.storage.aws.codec import (

@@ -5,9 +5,9 @@ import { ApiError, describe, path } from "./api.js";
 import { replaceChildren } from "./dom.js";
 import { followTurn } from "./follow.js";
 import { sessionLabel } from "./sessions.js";
+import { isActive } from "./statuses.js";
 import { TurnView } from "./turnview.js";
 
-const LIVE = new Set(["running", "cancelling", "awaiting_approval"]);
 const TRANSCRIPT_PAGE = 500;
 const STICK_PX = 80;
 
@@ -65,7 +65,7 @@ export class SessionPanel {
     this.showView(view);
     this.nodes.section.hidden = false;
     await this.loadHistory();
-    if (LIVE.has(view.turn.status) && view.turn.turn_id) this.follow(view.turn.turn_id);
+    if (isActive(view.turn.status) && view.turn.turn_id) this.follow(view.turn.turn_id);
     else this.setRunning(null);
     return view;
   }
@@ -175,9 +175,9 @@ export class SessionPanel {
         .get(turnPath, undefined, { signal: controller.signal })
         .then((current) => {
           if (ask !== asked || controller.signal.aborted) return;
-          if (!LIVE.has(view.lastStatus.status)) return; // the end came first: it is final
+          if (!isActive(view.lastStatus.status)) return; // the end came first: it is final
           view.setStatus(current);
-          if (this.running === turnId && LIVE.has(current.status)) {
+          if (this.running === turnId && isActive(current.status)) {
             this.setRunning(turnId, current.status);
           }
         })

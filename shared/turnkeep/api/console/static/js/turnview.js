@@ -4,6 +4,7 @@
 
 import { h, replaceChildren } from "./dom.js";
 import { approvalCard, markDecided } from "./approvals.js";
+import { isActive } from "./statuses.js";
 
 const CONTEXT_ROLES = new Set(["compaction", "context_window"]);
 // A tool result longer than this shows its first PREVIEW_CHARS and a button for the rest.
@@ -97,7 +98,7 @@ export class TurnView {
       this.resultJson.textContent = JSON.stringify(view.output, null, 2);
       this.result.hidden = false;
     }
-    const live = ["running", "cancelling", "awaiting_approval"].includes(view.status);
+    const live = isActive(view.status);
     if (!live) for (const card of this.approvals.values()) markDecided(card, null);
   }
 

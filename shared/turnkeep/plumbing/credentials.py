@@ -20,8 +20,6 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from turnkeep.providers.base import FatalModelError
-
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.parameters.base import BaseProvider
     from mypy_boto3_secretsmanager import SecretsManagerClient
@@ -35,14 +33,15 @@ API_KEY_REF_ENV_VAR = "TURNKEEP_OPENAI_API_KEY_REF"
 _SCHEMES = ("env", "secretsmanager", "ssm")
 
 
-class CredentialError(FatalModelError):
+class CredentialError(Exception):
     """A key reference is malformed or names something that does not exist or cannot be read.
 
-    Messages name the reference, never a secret value.
+    Messages name the reference, never a secret value. Not a model error: each user says what
+    a missing credential means to it (the providers a fatal model error, `ModelCredentialError`;
+    an MCP source a tool error).
     """
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, code="credentials")
+    code = "credentials"
 
 
 def resolve_api_key(
