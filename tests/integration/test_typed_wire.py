@@ -25,6 +25,14 @@ from tests.support.bedrock_wire import neutral_request as bedrock_neutral
 from tests.support.openai_server import ChatServer, Reply, neutral_request, sse_reply
 from tests.support.wire_turns import WireSession
 from turnkeep import Agent
+from turnkeep.providers.base import (
+    Message,
+    ModelResponse,
+    ResponseDone,
+    TextDelta,
+    TextPart,
+    Usage,
+)
 from turnkeep.providers.bedrock import BedrockProvider
 from turnkeep.providers.openai_compat import OpenAICompatProvider
 from turnkeep.providers.scripted import ScriptedProvider
@@ -108,3 +116,32 @@ def test_bedrock_offers_final_result_and_forces_it_after_a_text_reply(
     assert "final_result" in names
     assert "toolChoice" not in configs[0]
     assert configs[-1]["toolChoice"] == {"tool": {"name": "final_result"}}
+
+
+def _native_server(body: dict[str, Any]) -> Reply:
+    """A server with structured output: a `response_format` request is answered with the
+    schema's JSON as content; any other as the scripted model answers it."""
+    if "response_format" in body:
+        text = '{"label": "feature", "confidence": 1.0}'
+        done = ModelResponse(Message("assistant", (TextPart(text),)), "end_turn", Usage(5, 9))
+        return sse_reply([TextDelta(text[:10]), TextDelta(text[10:]), ResponseDone(done)])
+    return _chat_scripted(body)
+
+
+def test_chat_completions_native_output_asks_for_json_schema_and_settles_as_final_result() -> None:
+    with ChatServer(responder=_native_server) as server:
+        provider = OpenAICompatProvider(server.base_url, "m", timeout=10, native_output=True)
+        session = _typed(WireSession(provider))
+        result = session.turn("hello")  # text first: the next round must end the turn
+
+    assert result.status == "completed", result.error
+    assert result.output == {"label": "feature", "confidence": 1.0}
+    first, second = (r.body for r in server.requests)
+    assert "response_format" not in first
+    assert second["tool_choice"] == "none"
+    assert second["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "final_result", "schema": Verdict.model_json_schema()},
+    }
+    calls = [m.tool_calls for m, _ in session.entries() if m.role == "assistant"][-1]
+    assert [c.name for c in calls] == ["final_result"]  # one behaviour: a final_result call
