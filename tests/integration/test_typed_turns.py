@@ -13,8 +13,8 @@ import pytest
 from pydantic import BaseModel
 
 from tests.integration.turns_support import USER, make_turn_harness
-from turnkeep import Agent
-from turnkeep.harness import run_turn
+from turnkeep import Agent, tool
+from turnkeep.harness import HarnessLimits, run_turn
 from turnkeep.harness.state import load_record
 from turnkeep.providers.base import ToolResultPart
 
@@ -22,6 +22,11 @@ from turnkeep.providers.base import ToolResultPart
 class Verdict(BaseModel):
     label: Literal["bug", "feature"]
     confidence: float
+
+
+def _echo(text: str) -> str:
+    """Echo the text."""
+    return text
 
 
 VALID = 'call final_result {"label": "bug", "confidence": 0.9}'
@@ -141,3 +146,20 @@ def test_the_example_readiness_agent_uses_its_tools_then_submits_a_readiness(
     assert result.status == "completed", result.error
     assert Readiness.model_validate(result.output).blockers[0].ref == "REL-102"
     assert [r.is_error for r in _results(h)] == [False, False, False]
+
+
+def test_the_last_allowed_round_is_forced_and_other_calls_there_fail_output_invalid(
+    tmp_path: Path,
+) -> None:
+    h = make_turn_harness(tmp_path, limits=HarnessLimits(frame_interval_ms=0, max_steps=2))
+    h.deps.agent = Agent(output_type=Verdict, tools=[tool(name="echo_text")(_echo)])
+    script = 'call echo_text {"text": "a"}\nthen\ncall echo_text {"text": "b"}'
+
+    result = run_turn(h.deps, h.session_id, USER, script)
+
+    assert (result.status, result.error_code) == ("failed", "output_invalid")
+    assert "no round is left" in (result.error or "")
+    first, last = h.provider.requests
+    assert first.settings is None or first.settings.tool_choice is None
+    assert last.settings is not None
+    assert last.settings.tool_choice == "final_result"

@@ -23,6 +23,10 @@ from turnkeep.providers.base import ModelResponse, ToolSpec
 
 ACCEPTED_TEXT = "The result is valid and recorded; the turn ends."
 NOT_RUN_TEXT = "Error: tool call not run: the turn ended with its final result."
+NO_ROUND_LEFT_ERROR = (
+    f"the last round the turn allows called other tools, not {FINAL_RESULT_TOOL}: no round "
+    "is left to submit the result"
+)
 TEXT_ONLY_ERROR = (
     f"the reply was text without a {FINAL_RESULT_TOOL} call: this turn must end by calling "
     f"{FINAL_RESULT_TOOL} with its result"
@@ -74,7 +78,8 @@ def decide_output(
     if not submitted:
         if calls and not ends:
             return decision  # an ordinary tool round
-        return _failed(decision, state, [TEXT_ONLY_ERROR], retries, ends=ends, text_only=True)
+        error = NO_ROUND_LEFT_ERROR if calls else TEXT_ONLY_ERROR
+        return _failed(decision, state, [error], retries, ends=ends, text_only=not calls)
     first, *later = submitted
     for extra in later:
         decision.answered[extra.id] = (
