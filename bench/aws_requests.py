@@ -117,7 +117,7 @@ def measure(retire_sizes: list[int], cold_objects: int) -> list[Row]:
         [
             insert_entry("m1", None, "message", {"role": "user", "text": "hi"}),
             set_value(value("op", "state"), {"phase": "model"}),
-            insert_usage(UsageRow(input_tokens=10, output_tokens=5, cost_usd=0.001)),
+            insert_usage(UsageRow(input_tokens=10, output_tokens=5, cost_micros=1_000)),
         ]
     )
     rows.append(("session commit (head cached)", counter.total, "<= 2", _breakdown(counter)))

@@ -140,7 +140,7 @@ def session_txn_rate(url: str, commits: int) -> float:
             append_list(events, {"i": i, "j": j}, tag="t" if j == 0 else None) for j in range(4)
         ]
         writes.append(insert_entry(entry_id, parent, "message", {"text": "hello"}))
-        writes.append(insert_usage(UsageRow(input_tokens=10, output_tokens=5, cost_usd=0.001)))
+        writes.append(insert_usage(UsageRow(input_tokens=10, output_tokens=5, cost_micros=1_000)))
         storage.commit(writes)
         parent = entry_id
     elapsed = time.perf_counter() - start

@@ -156,9 +156,13 @@ def test_stats_total_entries_messages_and_usage(backend: BackendHarness) -> None
     _tree(storage)
     result = storage.commit(
         [
-            insert_usage(UsageRow(input_tokens=100, output_tokens=20, cost_usd=0.25, model="m")),
             insert_usage(
-                UsageRow(input_tokens=1, cache_read_tokens=7, cache_write_tokens=3, cost_usd=0.5)
+                UsageRow(input_tokens=100, output_tokens=20, cost_micros=250_000, model="m")
+            ),
+            insert_usage(
+                UsageRow(
+                    input_tokens=1, cache_read_tokens=7, cache_write_tokens=3, cost_micros=500_001
+                )
             ),
         ]
     )
@@ -170,7 +174,7 @@ def test_stats_total_entries_messages_and_usage(backend: BackendHarness) -> None
         output_tokens=20,
         cache_read_tokens=7,
         cache_write_tokens=3,
-        cost_usd=0.75,
+        cost_micros=750_001,
     )
     assert result.stats == expected
     assert storage.get_stats() == expected
@@ -179,7 +183,7 @@ def test_stats_total_entries_messages_and_usage(backend: BackendHarness) -> None
 def test_stats_survive_reopen(backend: BackendHarness) -> None:
     storage = backend.open()
     _tree(storage)
-    storage.commit([insert_usage(UsageRow(input_tokens=9, output_tokens=4, cost_usd=0.125))])
+    storage.commit([insert_usage(UsageRow(input_tokens=9, output_tokens=4, cost_micros=125_000))])
     before = storage.get_stats()
     storage = backend.reopen(storage)
     assert storage.get_stats() == before
@@ -245,6 +249,32 @@ def test_snapshot_holds_session_state_and_never_ephemeral_state(backend: Backend
         assert all(v.address.scope == SESSION_SCOPE for v in snap.values)
         assert [(e.id, e.data) for e in snap.entries] == [("e1", "hello")]
         assert [u.input_tokens for u in snap.usage] == [3]
+
+
+def test_usage_rows_keep_their_micro_dollar_cost_estimate_mark_and_turn(
+    backend: BackendHarness,
+) -> None:
+    storage = backend.open()
+    rows = [
+        UsageRow(
+            input_tokens=1_200,
+            output_tokens=300,
+            cache_read_tokens=40,
+            cache_write_tokens=5,
+            cost_micros=8_112,
+            model="anthropic.claude-3-5-haiku",
+            estimated=False,
+            op_id="op-1",
+        ),
+        UsageRow(input_tokens=7, output_tokens=2, cost_micros=1, estimated=True, op_id="op-2"),
+    ]
+    storage.commit([insert_usage(row) for row in rows])
+
+    for handle in now_and_after_reopen(backend, storage):
+        assert list(handle.snapshot().usage) == rows
+        stats = handle.get_stats()
+        assert (stats.usage_rows, stats.cost_micros) == (2, 8_113)
+        assert isinstance(stats.cost_micros, int)
 
 
 def test_snapshot_of_a_fresh_session_is_empty(backend: BackendHarness) -> None:

@@ -114,7 +114,7 @@ def test_failed_transaction_applies_none_of_its_writes(backend: BackendHarness) 
     writes: list[Write] = [
         set_value(value("state"), "new"),
         append_list(value_list("frames"), "frame"),
-        insert_usage(UsageRow(input_tokens=10, output_tokens=3, cost_usd=0.5)),
+        insert_usage(UsageRow(input_tokens=10, output_tokens=3, cost_micros=500_000)),
         insert_entry("child", "root", "message"),
         insert_entry("orphan", "missing-parent", "message"),
     ]

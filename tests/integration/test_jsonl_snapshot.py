@@ -112,7 +112,9 @@ def _fill(storage: JsonlStorage, start: int = 0, count: int = 5) -> None:
                 set_value(value("cfg", f"k{i % 3}"), {"i": i, "text": "é ☃"}),
                 append_list(EVENTS, {"i": i}, tag="turn" if i % 2 else None),
                 insert_entry(f"m{i}", parent, "message" if i % 2 else "note", {"i": i}),
-                insert_usage(UsageRow(input_tokens=i, output_tokens=1, cost_usd=0.1, model="m")),
+                insert_usage(
+                    UsageRow(input_tokens=i, output_tokens=1, cost_micros=100_000, model="m")
+                ),
             ]
         )
         storage.commit([append_list(FRAMES, f"f{i}"), set_value(MEMO, i)])

@@ -88,7 +88,7 @@ def _write_lines(path: Path, objects: list[dict[str, Any]]) -> None:
 
 def _main_header(session_id: str = "s1", next_seq: int = 1) -> dict[str, Any]:
     return {
-        "v": 4,
+        "v": 5,
         "kind": "session_header",
         "sessionId": session_id,
         "storageVersion": 1,
@@ -98,7 +98,7 @@ def _main_header(session_id: str = "s1", next_seq: int = 1) -> dict[str, Any]:
 
 def _scope_header(scope_id: str = "op-1", session_id: str = "s1") -> dict[str, Any]:
     return {
-        "v": 4,
+        "v": 5,
         "kind": "scope_header",
         "sessionId": session_id,
         "scopeId": scope_id,

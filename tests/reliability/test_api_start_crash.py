@@ -38,16 +38,16 @@ def test_a_server_killed_right_after_start_turn_has_the_turn_ended_by_its_next_s
     launcher = LocalLauncher(runtime.deps, workers=1)
     client = TestClient(create_app(runtime, launcher, LocalDevAuthenticator()))
     sid = client.post("/sessions", json={"title": "t"}, headers=AUTH).json()["session_id"]
-    from turnkeep.api import turns
     from turnkeep.harness import local_owner
+    from turnkeep.harness.steps import begin
 
-    real_start = turns.start_turn
+    real_start = begin.start_turn
 
     def start_then_die(*args: Any, **kwargs: Any) -> Any:
         real_start(*args, **kwargs)
         raise ProcessDeath("killed after start_turn")
 
-    monkeypatch.setattr(turns, "start_turn", start_then_die)
+    monkeypatch.setattr(begin, "start_turn", start_then_die)
     monkeypatch.setattr(local_owner, "current_owner", dead_owner)  # the dying server
     with pytest.raises(ProcessDeath):
         client.post(f"/sessions/{sid}/turns", json={"text": "hello"}, headers=AUTH)

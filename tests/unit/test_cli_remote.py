@@ -398,3 +398,22 @@ def test_a_typed_turns_result_is_printed_as_json_before_its_status_line() -> Non
         'result> {\n  "label": "bug",\n  "tags": [\n    "ui"\n  ]\n}\n'
         "[turn op-1: completed, 1 model round, 3 in / 0 out tokens]\n"
     ) in out
+
+
+def test_a_turn_start_over_the_daily_budget_is_one_line_with_the_reset_time() -> None:
+    api = FakeApi([{"events": [_assistant(5, "Noted.")], "next_cursor": 5, "finished": True}])
+    message = (
+        "your daily cost budget of $1.000000 is spent ($1.000412 today); "
+        "it resets at 2026-12-03T00:00:00Z"
+    )
+    api.turn_answers = [
+        _error(429, "budget_exceeded", message, **{"Retry-After": "3600"}),
+        httpx.Response(202, json={"turn_id": "op-1", "status": "running"}),
+    ]
+
+    code, out, err = _run_chat(api, "one\ntwo\n", "--user", "alice")
+
+    assert code == 0, err
+    line = f"[API error 429 budget_exceeded: {message} (retry after 3600 s)]\n"
+    assert line in out
+    assert out.count("budget_exceeded") == 1

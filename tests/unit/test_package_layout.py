@@ -71,7 +71,18 @@ RULES = {"session_ids", "turn_rules", "definition_errors"}
 PLUMBING = {"plumbing"}
 """Clients, DynamoDB batches, credentials, SQLite's WAL switch: below the engine, reading
 nothing of turnkeep."""
-ENGINE = {"storage", "envelope", "providers", "tools", "mcp", "notes", "agent", "harness"}
+ENGINE = {
+    "storage",
+    "envelope",
+    "providers",
+    "tools",
+    "mcp",
+    "notes",
+    "agent",
+    "spend",
+    "harness",
+    "telemetry",
+}
 VIEWS = {"events"}
 """The event views (turn status, event pages, each entry as an event): what `api` and `live`
 both show, below both."""
@@ -171,6 +182,11 @@ def test_shaping_a_commits_events_for_the_websocket_loads_neither_the_api_nor_fa
     )
 
     assert done.stdout.strip() == "[]"
+
+
+def test_telemetry_sits_on_the_providers_types_alone() -> None:
+    # The harness calls it with its values; it never reaches back into the harness or storage.
+    assert import_graph()["telemetry"] <= {"providers"}
 
 
 def test_the_cycle_check_finds_a_cycle() -> None:

@@ -43,6 +43,11 @@ MAIN_LINE = (
     '{"kind":"usage","row":{"input_tokens":1,"output_tokens":2,"cache_read_tokens":3,'
     '"cache_write_tokens":4,"cost_usd":0.5,"model":"m"}}]}\n'
 ).encode()
+# Format v5 (docs/jsonl-format.md): the usage row's cost is integer micro-dollars, and the row
+# says whether its counts were estimated and which turn it belongs to.
+MAIN_LINE_V5 = MAIN_LINE.replace(
+    b'"cost_usd":0.5,"model":"m"}', b'"cost_micros":500000,"model":"m","estimated":false,"op":null}'
+)
 SIDECAR_LINE = (
     b'{"kind":"txn","scopeId":"op/1","seqs":[3,4,5,6,7],"ts":1764520000050,"writes":['
     b'{"kind":"append","ns":"frames","key":"r1","value":"f1","tag":"t"},'
@@ -69,7 +74,7 @@ MAIN_WRITES: list[Write] = [
     retire_scope(SCOPE),
     insert_entry("e1", None, "message", {"text": "hi"}),
     insert_entry("e2", "e1", "note"),
-    insert_usage(UsageRow(1, 2, 3, 4, 0.5, "m")),
+    insert_usage(UsageRow(1, 2, 3, 4, 500_000, "m")),
 ]
 SCOPED_WRITES: list[Write] = [
     append_list(value_list("frames", "r1", SCOPE), "f1", tag="t"),
@@ -80,12 +85,18 @@ SCOPED_WRITES: list[Write] = [
 ]
 
 
-def test_an_old_main_log_line_decodes_to_its_writes_and_is_still_written_the_same() -> None:
+def test_an_old_main_log_line_decodes_to_its_writes_with_its_float_cost_as_micro_dollars() -> None:
     record = parse_record(MAIN_LINE.rstrip(b"\n"))
     assert record.seqs == list(range(5, 14))
     assert decode_writes(record, SESSION_SCOPE) == MAIN_WRITES
+
+
+def test_a_main_log_line_is_written_in_format_5_and_decodes_to_the_same_writes() -> None:
     txn = build_transaction(MAIN_WRITES)
-    assert encode_transaction(txn, range(5, 14), 1764520000000) == MAIN_LINE
+    line = encode_transaction(txn, range(5, 14), 1764520000000)
+
+    assert line == MAIN_LINE_V5
+    assert decode_writes(parse_record(line.rstrip(b"\n")), SESSION_SCOPE) == MAIN_WRITES
 
 
 def test_an_old_sidecar_line_decodes_to_its_writes_and_is_still_written_the_same() -> None:

@@ -22,6 +22,7 @@ from turnkeep.agent.output import (
 from turnkeep.definition_errors import AgentDefinitionError
 from turnkeep.notes.tools import WORKING_NOTES_TOOL_NAMES
 from turnkeep.providers.settings import ModelSettings
+from turnkeep.spend.budgets import Budgets, budgets_of
 from turnkeep.system_prompt import DEFAULT_SYSTEM_PROMPT
 from turnkeep.tools.base import READ_TOOL_RESULT, Tool
 from turnkeep.tools.names import source_name_problem, source_tool_name, tool_name_problem
@@ -207,6 +208,7 @@ class Agent:
 
     __slots__ = (
         "allowed_models",
+        "budgets",
         "builtin_names",
         "deps",
         "description",
@@ -233,6 +235,7 @@ class Agent:
         allowed_models: Sequence[str] = (),
         model_settings: ModelSettings | Mapping[str, Any] | None = None,
         turn_settings: Collection[str] = DEFAULT_TURN_SETTINGS,
+        budgets: Budgets | Mapping[str, Any] | None = None,
         deps: object = None,
         output_type: object = None,
         output_retries: int = DEFAULT_OUTPUT_RETRIES,
@@ -254,6 +257,7 @@ class Agent:
         self.allowed_models: tuple[str, ...] = tuple(allowed_models)
         self.model_settings = _settings(name, model_settings)
         self.turn_settings: frozenset[str] = frozenset(turn_settings)
+        self.budgets: Budgets | None = _budgets(name, budgets)
         self.builtin_names: frozenset[str] = frozenset(_builtin)
         self.deps = deps
         self.output: OutputSpec | None = output
@@ -319,3 +323,13 @@ def demo_agent() -> Agent:
         tools=tools,
         _builtin=[t.name for t in tools],
     )
+
+
+def _budgets(name: str, value: Budgets | Mapping[str, Any] | None) -> Budgets | None:
+    """The agent's spend budgets (docs/usage.md, "Budgets"); a bad one names the agent."""
+    try:
+        return budgets_of(dict(value) if isinstance(value, Mapping) else value)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"])
+        raise AgentDefinitionError(f"agent {name!r}: budgets.{where}: {error['msg']}") from exc

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from turnkeep.api import agent, approvals, live, sessions, stream, turns
+from turnkeep.api import agent, approvals, live, sessions, stream, turns, usage
 from turnkeep.api.auth import Authenticator
 from turnkeep.api.context import ApiContext
 from turnkeep.api.errors import install_error_handlers
@@ -48,6 +48,7 @@ def create_app(
     app.include_router(stream.router)  # SSE; 501 where no in-process hub runs the turns
     app.include_router(approvals.router)
     app.include_router(agent.router)
+    app.include_router(usage.router)  # the caller's spend (docs/usage.md)
     app.include_router(live.router)  # where turns are followed live; WebSocket tickets
     if console:
         from turnkeep.api.console import console_router

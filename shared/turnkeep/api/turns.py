@@ -8,6 +8,7 @@ from typing import Annotated, cast
 from fastapi import APIRouter, Query, Response
 
 from turnkeep.api.approvals import wake
+from turnkeep.api.budgets import refuse_over_daily_budget
 from turnkeep.api.context import ApiContext, Ctx, SessionId, TurnId, User
 from turnkeep.api.errors import ApiError, not_found
 from turnkeep.api.model_choice import check_model
@@ -23,7 +24,14 @@ from turnkeep.api.models import (
 from turnkeep.api.ratelimit import RateGate
 from turnkeep.api.sessions import Cursor
 from turnkeep.envelope import Envelope
-from turnkeep.events import TurnNotFound, turn_events, turn_values, turn_view
+from turnkeep.events import (
+    TurnNotFound,
+    TurnTimeline,
+    turn_events,
+    turn_timeline,
+    turn_values,
+    turn_view,
+)
 from turnkeep.harness import (
     FailTurnInput,
     SessionBusyError,
@@ -113,6 +121,7 @@ def start(
     _check_settings(ctx, body)
     _check_output_schema(ctx, body)
     deps = ctx.runtime.deps
+    refuse_over_daily_budget(deps, user, ctx.now_ms() / 1000)
     op_id = new_op_id()
     with ctx.storage(session_id) as storage:
         # The envelope and the branch head in one read where the stores share a table.
@@ -226,5 +235,17 @@ def events(
         )
         try:
             return turn_events(storage, envelope, turn_id, cursor, limit)
+        except TurnNotFound:
+            raise not_found("turn") from None
+
+
+@router.get("/{turn_id}/timeline", response_model=TurnTimeline)
+def timeline(ctx: Ctx, user: User, session_id: SessionId, turn_id: TurnId) -> TurnTimeline:
+    """The turn's rounds, tool calls, approval waits and context shrinks on a time axis, with
+    their tokens, from what the turn stores (docs/console.md, "Timeline")."""
+    with ctx.storage(session_id) as storage:
+        envelope = ctx.owned_ahead(user, storage, values=turn_values(turn_id))
+        try:
+            return turn_timeline(storage, envelope, turn_id)
         except TurnNotFound:
             raise not_found("turn") from None

@@ -22,6 +22,10 @@ def runtime() -> Runtime:
         if _RUNTIME is None:
             settings = TurnkeepSettings()
             _RUNTIME = build_runtime(settings)
+            # Tokens and cost per model as CloudWatch metrics (EMF in the function's log).
+            from turnkeep.aws_lambda.spend_metrics import publish_charge
+
+            _RUNTIME.deps.on_charge = publish_charge
             if settings.ws_endpoint:
                 # The steps push each new event to the turn's WebSocket subscribers.
                 from turnkeep.live.push import websocket_pusher

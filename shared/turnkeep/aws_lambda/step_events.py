@@ -31,6 +31,7 @@ from turnkeep.harness.approvals import hold_wait
 from turnkeep.harness.errors import CallLeaseExpiredError
 from turnkeep.providers.base import ModelError
 from turnkeep.storage import EntryConflictError, StorageConflictError, StorageUnavailableError
+from turnkeep.telemetry import flush
 
 StepName = Literal["model_step", "tool_step", "finish_turn", "fail_turn", "approval_wait"]
 STEP_NAMES: Final[tuple[StepName, ...]] = ("model_step", "tool_step", "finish_turn", "fail_turn")
@@ -181,4 +182,7 @@ def run_step(step: StepName, deps: HarnessDeps, event: Mapping[str, Any]) -> dic
         raise
     except _TRANSIENT as exc:
         raise RetryableStepError(f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        # A Lambda may be frozen right after it returns: its spans leave now (no-op when off).
+        flush()
     return output.model_dump(mode="json")

@@ -8,6 +8,7 @@ line naming the variable or flag, the bad value and what is accepted; the exit s
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from turnkeep.cli.chat import TOKEN_ENV, Terminated, run_local_chat, run_remote_
 from turnkeep.cli.demo import DEMO_USER, run_demo
 from turnkeep.cli.printer import StreamPrinter
 from turnkeep.cli.token import add_token_parser, run_token
+from turnkeep.cli.usage import add_usage_parser
 from turnkeep.cli.ws import WS_URL_ENV, check_ws_url
 from turnkeep.runtime.build import open_local_runtime
 from turnkeep.runtime.config_errors import CONFIG_EXIT_STATUS, ConfigError
@@ -35,6 +37,7 @@ commands:
   turnkeep chat       chat in the terminal (in-process, or --url for an API)
   turnkeep demo       a scripted multi-turn conversation, checked as it runs
   turnkeep sessions   list / show / notes / delete local sessions
+  turnkeep usage      tokens and cost by day and model (local, or --url for an API)
   turnkeep token      sign in to the stack's Cognito user pool and print a token
 `turnkeep <command> --help` for each one's options."""
 
@@ -47,6 +50,21 @@ def run_chat(args: argparse.Namespace, inp: TextIO, out: TextIO) -> int:
     runtime = open_local_runtime(settings)
     try:
         return run_local_chat(args, runtime, inp, out)
+    finally:
+        runtime.close()
+
+
+def _run_usage(args: argparse.Namespace, out: TextIO) -> int:
+    from turnkeep.cli.usage import local_usage, remote_usage
+
+    user = args.user or DEMO_USER
+    if args.url is not None:
+        token = args.token or os.environ.get(TOKEN_ENV) or None
+        with remote.open_client(args.url, token=token, user=user) as client:
+            return remote_usage(client, args, out)
+    runtime = open_local_runtime(local_settings())
+    try:
+        return local_usage(args, runtime, user, out)
     finally:
         runtime.close()
 
@@ -223,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_agent(demo)
     _add_sessions(sub)
+    add_usage_parser(sub)
     add_token_parser(sub)
     return parser
 
@@ -244,6 +263,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(args)
         if args.command == "sessions":
             return _run_sessions(args, sys.stdout)
+        if args.command == "usage":
+            return _run_usage(args, sys.stdout)
         if args.command == "token":
             return run_token(args, sys.stdout, sys.stderr)
         _interrupt_on_sigterm()

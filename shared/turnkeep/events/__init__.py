@@ -18,6 +18,7 @@ from turnkeep.events.models import (
     TurnView,
 )
 from turnkeep.events.registry import ENTRY_EVENTS, EntryEventBuilder, EventRegistry, entry_event
+from turnkeep.events.timeline import TimelineBar, TurnTimeline, turn_timeline
 from turnkeep.events.turns import (
     TurnNotFound,
     transcript_page,
@@ -34,9 +35,11 @@ __all__ = [
     "Event",
     "EventRegistry",
     "EventsPage",
+    "TimelineBar",
     "TranscriptPage",
     "TurnNotFound",
     "TurnStatus",
+    "TurnTimeline",
     "TurnView",
     "approval_event",
     "entry_event",
@@ -45,6 +48,7 @@ __all__ = [
     "source_notice_event",
     "transcript_page",
     "turn_events",
+    "turn_timeline",
     "turn_values",
     "turn_view",
 ]

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -26,6 +27,7 @@ from turnkeep.harness.transcript import (
     context_start_address,
     model_view,
     tool_message,
+    usage_json,
 )
 from turnkeep.providers.base import (
     Message,
@@ -44,8 +46,10 @@ from turnkeep.providers.compaction import (
     summary_message,
 )
 from turnkeep.providers.context import ContextWindow
+from turnkeep.providers.prices import Price
 from turnkeep.providers.settings import ModelSettings
-from turnkeep.storage import JsonValue, UsageRow, Write, insert_entry, insert_usage, set_value
+from turnkeep.spend.pricing import price_for, priced, usage_row
+from turnkeep.storage import JsonValue, Write, insert_entry, insert_usage, set_value
 
 CHARS_PER_TOKEN: Final = 4
 MESSAGE_OVERHEAD_TOKENS: Final = 4
@@ -139,6 +143,9 @@ class PreparedRound:
     """Uncalibrated estimate of the request (stored for the next rounds' calibration)."""
     tokens: int = 0
     """Calibrated estimate of the request."""
+    shrink_started_at: float | None = None
+    shrink_ended_at: float | None = None
+    """When the shrink (compaction call or window) began and ended: its timeline bar."""
 
 
 def _calibrated(tokens: int, factor: float) -> int:
@@ -237,6 +244,7 @@ def prepare_round(
     head: str | None,
     target: int | None = None,
     settings: ModelSettings | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> PreparedRound:
     """The round's request within the model's budget, compacting first when the plan says so.
 
@@ -256,8 +264,16 @@ def prepare_round(
     )
     summary, usage = plan.summary, Usage()
     writes: list[Write] = []
+    shrink_started = clock()
     if plan.action == "compaction":
-        summary, usage, writes = _compaction(provider, plan, view.calibration, target)
+        summary, usage, writes = _compaction(
+            provider,
+            plan,
+            view.calibration,
+            target,
+            price=price_for(provider, settings),
+            op_id=op_id,
+        )
     messages: list[Message] = []
     if summary:
         messages.append(summary_message(summary))
@@ -278,12 +294,19 @@ def prepare_round(
         )
     prepared = PreparedRound(request, plan, writes, head, usage, estimated, tokens)
     if plan.action != "none":
+        prepared.shrink_started_at, prepared.shrink_ended_at = shrink_started, clock()
         _add_marker(prepared, summary, window, op_id=op_id, round_=round_)
     return prepared
 
 
 def _compaction(
-    provider: ModelProvider, plan: ContextPlan, calibration: float, target: int | None
+    provider: ModelProvider,
+    plan: ContextPlan,
+    calibration: float,
+    target: int | None,
+    *,
+    price: Price,
+    op_id: str,
 ) -> tuple[str, Usage, list[Write]]:
     """The compaction's summary, the tokens it used and the usage row that records them."""
     window = provider.context
@@ -291,14 +314,8 @@ def _compaction(
     # compaction request must stay under the target too.
     limit = window.input_budget if target is None else min(window.input_budget, target)
     summary, usage = _compact(provider, plan, calibration, window.input_budget, limit)
-    row = UsageRow(
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_tokens=usage.cache_read_tokens,
-        cache_write_tokens=usage.cache_write_tokens,
-        model=getattr(provider, "name", None),
-    )
-    return summary, usage, [insert_usage(row)]
+    usage = priced(usage, price)
+    return summary, usage, [insert_usage(usage_row(usage, getattr(provider, "name", None), op_id))]
 
 
 def _add_marker(
@@ -324,6 +341,8 @@ def _add_marker(
         "budget": window.input_budget,
         "dropped_turns": plan.dropped_turns,
         "dropped_messages": len(plan.dropped),
+        "timing": {"started_at": prepared.shrink_started_at, "ended_at": prepared.shrink_ended_at},
+        "usage": usage_json(prepared.usage),
     }
     entry_type = COMPACTION_ENTRY_TYPE if plan.action == "compaction" else WINDOW_ENTRY_TYPE
     prepared.writes.extend(

@@ -18,6 +18,8 @@ from turnkeep.harness.tool_results import read_tool_result_tool
 from turnkeep.harness.transcript import TranscriptCache
 from turnkeep.notes import working_notes_tools
 from turnkeep.providers.base import ModelProvider
+from turnkeep.spend.budgets import Budgets
+from turnkeep.spend.ledger import Charge, SpendLedger
 from turnkeep.storage import Storage
 from turnkeep.tools.base import Tool
 from turnkeep.tools.isolation import InProcessRunner, ToolRunner
@@ -160,6 +162,14 @@ class HarnessDeps:
     or a `ProcessPoolRunner` in the local server (time-limited, killable)."""
     transcripts: TranscriptCache = field(default_factory=TranscriptCache)
     """Decoded transcript entries, so a model round reads only entries new since the last one."""
+    ledger: SpendLedger | None = None
+    """Where each priced round is charged to its user's UTC day (None: not charged; the daily
+    budgets then have nothing to read; docs/usage.md)."""
+    on_charge: Callable[[Charge], None] | None = None
+    """Sees each round the ledger counted (once; not a redelivery): the Lambdas publish it as
+    CloudWatch metrics (turnkeep/aws_lambda/spend_metrics.py)."""
+    budgets: Budgets | None = None
+    """The deployment's budgets (settings, template parameters); the agent's own apply too."""
     live: LiveSink | None = None
     """Where watchers of a running turn get its live text and committed events (None: nobody
     watches but through storage; docs/api.md, "Live events")."""

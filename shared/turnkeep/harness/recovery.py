@@ -36,6 +36,7 @@ from turnkeep.harness.transcript import entry_data, tool_message
 from turnkeep.providers.base import Message, TextPart, ToolResultPart
 from turnkeep.storage import (
     MESSAGE_ENTRY_TYPE,
+    JsonValue,
     Storage,
     Write,
     delete_value,
@@ -96,6 +97,7 @@ def settle_pending(storage: Storage, state: OperationState, reason: str) -> Sett
                     call_id=call_id,
                     interrupted=interrupted,
                     replayed=call.replayed,
+                    **call_timing(call),
                 ),
             )
         )
@@ -106,6 +108,23 @@ def settle_pending(storage: Storage, state: OperationState, reason: str) -> Sett
     if writes:
         writes.append(set_value(head_address(), head))
     return Settlement(writes, results, head, deleted, committed)
+
+
+def call_timing(call: CallState) -> dict[str, JsonValue]:
+    """What a tool result entry keeps of its call's timing (the turn's timeline): when it ran
+    and, when a person was asked, when and how they decided (docs/console.md)."""
+    timing: dict[str, JsonValue] = {}
+    if call.started_at is not None:
+        timing["timing"] = {"started_at": call.started_at, "ended_at": call.ended_at}
+    approval = call.approval
+    if approval is not None:
+        decision = approval.decision
+        timing["approval"] = {
+            "requested_at": approval.requested_at,
+            "decided_at": decision.decided_at if decision is not None else None,
+            "decision": decision.decision if decision is not None else None,
+        }
+    return timing
 
 
 def interrupted_message(partial: Message) -> Message:
@@ -184,6 +203,7 @@ def terminal_writes(
         final_entry_id=last_entry,
         rounds=state.round,
         usage=state.usage,
+        started_at=state.started_at,
         finished_at=now,
         output=state.output if status == "completed" else None,
     )

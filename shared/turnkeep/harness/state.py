@@ -81,6 +81,9 @@ class OperationState(_Model):
     """Consecutive model rounds recorded as interrupted (reset by a complete response)."""
     usage: Usage = Field(default_factory=Usage)
     last_entry_id: str | None = None
+    trace_parent: str | None = None
+    """The turn's W3C trace context, chosen at its start: every step's spans are children of
+    the turn span it names, in whatever process runs them (docs/tracing.md)."""
     output_schema: dict[str, Any] | None = None
     """The turn's own `output_schema` (a JSON Schema) when its start passed one; None: the
     agent's `output_type`, if any (docs/agent.md, "Typed results")."""
@@ -136,6 +139,8 @@ class CallState(_Model):
     approval: CallApproval | None = None
     started_at: float | None = None
     """When the delivery now running it claimed it (its lease: docs/harness.md)."""
+    ended_at: float | None = None
+    """When its run returned (with `started_at`, the call's bar in the turn's timeline)."""
 
 
 class TurnRecord(_Model):
@@ -149,6 +154,8 @@ class TurnRecord(_Model):
     final_entry_id: str | None = None
     rounds: int = 0
     usage: Usage = Field(default_factory=Usage)
+    started_at: float | None = None
+    """When the turn started (None: recorded before it was kept)."""
     finished_at: float
     output: Any = None
     """A typed turn's validated result (a JSON value); None for a text turn or a failed one."""

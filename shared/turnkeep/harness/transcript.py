@@ -22,6 +22,7 @@ from turnkeep.providers.base import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
+    Usage,
 )
 from turnkeep.storage import MESSAGE_ENTRY_TYPE, Entry, JsonValue, Storage, Value, value
 
@@ -129,6 +130,17 @@ def entry_data(message: Message, **meta: JsonValue) -> dict[str, JsonValue]:
     data: dict[str, JsonValue] = {"message": message_to_json(message)}
     data.update(meta)
     return data
+
+
+def usage_json(usage: Usage) -> dict[str, JsonValue]:
+    """A round's usage as its entry keeps it (the turn's timeline reads it back)."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+        "estimated": usage.estimated,
+    }
 
 
 def entry_message(entry: Entry) -> Message | None:

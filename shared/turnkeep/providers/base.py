@@ -159,6 +159,9 @@ class Usage:
     estimated: bool = False
     """True when the server reported no usage and the counts are the provider's estimate
     (characters / 4), so they are never mistaken for a measured zero (docs/providers.md)."""
+    cost_micros: int = 0
+    """What the tokens cost in integer micro-dollars; providers leave it 0 and the harness
+    prices the round (docs/usage.md)."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -167,6 +170,7 @@ class Usage:
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
             self.estimated or other.estimated,
+            self.cost_micros + other.cost_micros,
         )
 
 

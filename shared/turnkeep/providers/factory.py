@@ -49,7 +49,7 @@ SPEC_FORMS = (
 # `context` (tokens of the model's window) and `reserve` (tokens kept free for the reply) are
 # every provider's: the harness budgets each request by them (docs/harness.md).
 _CONTEXT_OPTIONS = frozenset({"context", "reserve"})
-_SCRIPTED_OPTIONS = frozenset({"delay_ms", "words_per_frame"}) | _CONTEXT_OPTIONS
+_SCRIPTED_OPTIONS = frozenset({"delay_ms", "words_per_frame", "price"}) | _CONTEXT_OPTIONS
 _BEDROCK_OPTIONS = frozenset({"region", "stream"}) | _CONTEXT_OPTIONS | SETTING_OPTIONS
 _OPENAI_OPTIONS = (
     frozenset({"key", "stream", "timeout", "native_output"}) | _CONTEXT_OPTIONS | SETTING_OPTIONS
@@ -121,11 +121,15 @@ def _scripted(spec: str, rest: str) -> ModelProvider:
         max_tokens=None,
         default_reserve=SCRIPTED_CONTEXT.output_reserve,
     )
-    return ScriptedProvider(
+    provider = ScriptedProvider(
         words_per_frame=_int(spec, options, "words_per_frame", default=2),
         frame_delay=delay_ms / 1000,
         context=window,
     )
+    if "price" in options:
+        # Free unless priced, like a local server; a price lets demos and tests show cost.
+        provider.settings = _settings(spec, {"price": options["price"]}, [])
+    return provider
 
 
 def _bedrock(spec: str, rest: str, client: BedrockRuntimeClient | None) -> ModelProvider:

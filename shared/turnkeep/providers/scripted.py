@@ -63,6 +63,7 @@ from turnkeep.providers.compaction import (
     is_compaction_request,
 )
 from turnkeep.providers.context import SCRIPTED_CONTEXT, ContextWindow
+from turnkeep.providers.settings import ModelSettings
 from turnkeep.system_prompt import (
     WORKING_NOTES_CLOSE,
     WORKING_NOTES_EMPTY_TEXT,
@@ -149,6 +150,8 @@ class ScriptedProvider(ModelProvider):
         self.words_per_frame = words_per_frame
         self.frame_delay = frame_delay
         self.context = context
+        self.settings = ModelSettings()
+        """Only `price` is read (the `price=` spec option; docs/usage.md)."""
 
     def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """Stream the scripted answer to the request's last user message."""

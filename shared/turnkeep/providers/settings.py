@@ -13,7 +13,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from turnkeep.providers.prices import Price, parse_price
 
 
 class GuardrailSettings(BaseModel):
@@ -58,6 +60,23 @@ class ModelSettings(BaseModel):
         description="extended-reasoning token budget (Claude on Bedrock: thinking.budget_tokens)",
     )
 
+    price: str | None = Field(
+        default=None,
+        description="what a round costs: input,output[,cache_read[,cache_write]] dollars per "
+        "million tokens, over the price table (docs/usage.md)",
+    )
+
+    @field_validator("price")
+    @classmethod
+    def _price_parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_price(value)
+        return value
+
+    def price_figures(self) -> Price | None:
+        """The `price` setting parsed (None: not set)."""
+        return None if self.price is None else parse_price(self.price)
+
     def merged(self, override: ModelSettings | None) -> ModelSettings:
         """These settings with every field `override` sets explicitly taking its value."""
         if override is None:
@@ -76,6 +95,7 @@ SETTING_OPTIONS = frozenset(
         "prompt_cache",
         "guardrail",
         "reasoning_budget",
+        "price",
     }
 )
 """Spec options (`?name=value`) that are model settings; `stop` may be given more than once."""

@@ -11,6 +11,7 @@ from turnkeep.harness.deps import ProviderResolver
 from turnkeep.providers.base import ModelProvider
 from turnkeep.runtime.agent_settings import with_agent
 from turnkeep.runtime.settings import TurnkeepSettings
+from turnkeep.spend.factory import open_ledger
 from turnkeep.storage import Storage, open_repository, open_storage
 
 
@@ -43,6 +44,8 @@ class Runtime:
     def close(self) -> None:
         """Release the envelope store and any held storage handle."""
         self.envelopes.close()
+        if self.deps.ledger is not None:
+            self.deps.ledger.close()
         for handle in self.held:
             handle.close()
 
@@ -75,6 +78,9 @@ def build_runtime(
         provider=provider if provider is not None else provider_resolver(settings.model),
         limits=limits_from_settings(settings),
         agent=loaded,
+        # The ledger lives where the envelopes do (docs/usage.md, "The ledger").
+        ledger=open_ledger(settings.envelope_url_or_local()),
+        budgets=settings.budgets(),
     )
     return Runtime(settings, deps, envelopes, storage_url, held)
 

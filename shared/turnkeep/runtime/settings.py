@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from turnkeep.harness.deps import HarnessLimits
+from turnkeep.spend.budgets import Budgets
 
 
 def environment_values(
@@ -85,6 +87,47 @@ class TurnkeepSettings(BaseModel):
         "field is read from TURNKEEP_<FIELD> and may be given flat as a keyword",
     )
     local_dir: Path = Field(default=Path("./.local"), description="local data directory")
+    budget_turn_tokens: int | None = Field(
+        default=None, ge=1, description="deployment budget: tokens a turn may use (docs/usage.md)"
+    )
+    budget_turn_cost: Decimal | None = Field(
+        default=None, gt=0, description="deployment budget: dollars a turn may spend"
+    )
+    budget_session_cost: Decimal | None = Field(
+        default=None, gt=0, description="deployment budget: dollars a session may spend in all"
+    )
+    budget_user_daily_cost: Decimal | None = Field(
+        default=None, gt=0, description="deployment budget: dollars a user may spend a UTC day"
+    )
+    budget_deployment_daily_cost: Decimal | None = Field(
+        default=None,
+        gt=0,
+        description="deployment budget: dollars all users together may spend a UTC day (a kill "
+        "switch)",
+    )
+
+    @field_validator(
+        "budget_turn_tokens",
+        "budget_turn_cost",
+        "budget_session_cost",
+        "budget_user_daily_cost",
+        "budget_deployment_daily_cost",
+        mode="before",
+    )
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        # The template passes every parameter; an empty one is no budget.
+        return None if isinstance(value, str) and not value.strip() else value
+
+    def budgets(self) -> Budgets | None:
+        """The deployment's budgets (TURNKEEP_BUDGET_*); None when none is set."""
+        prefix = "budget_"
+        given = {
+            name.removeprefix(prefix): getattr(self, name)
+            for name in type(self).model_fields
+            if name.startswith(prefix) and getattr(self, name) is not None
+        }
+        return Budgets(**given) if given else None
 
     def local_db_url(self) -> str:
         """`sqlite:///<abs local_dir>/turnkeep.db` (the directory is not created here)."""

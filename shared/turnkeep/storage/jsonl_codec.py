@@ -39,7 +39,11 @@ from turnkeep.storage.writes import (
     Write,
 )
 
-FORMAT_VERSION: Final = 4
+FORMAT_VERSION: Final = 5
+"""5: usage rows hold integer `cost_micros`, `estimated` and the turn (`op`); see
+docs/jsonl-format.md."""
+READABLE_VERSIONS: Final = frozenset({4, FORMAT_VERSION})
+"""A v4 file is read (its rows' float `cost_usd` becomes micro-dollars) and appended to."""
 STORAGE_VERSION: Final = 1
 
 
@@ -94,10 +98,10 @@ def _load_object(line: bytes) -> dict[str, Any]:
 def _check_version(obj: dict[str, Any], kind: str) -> None:
     if obj.get("kind") != kind:
         raise RecordError(f"expected a {kind} line, got kind {obj.get('kind')!r}")
-    if obj.get("v") != FORMAT_VERSION or obj.get("storageVersion") != STORAGE_VERSION:
+    if obj.get("v") not in READABLE_VERSIONS or obj.get("storageVersion") != STORAGE_VERSION:
         raise RecordError(
             f"unsupported format v={obj.get('v')!r} storageVersion={obj.get('storageVersion')!r};"
-            f" this build reads v={FORMAT_VERSION} storageVersion={STORAGE_VERSION}"
+            f" this build reads v={sorted(READABLE_VERSIONS)} storageVersion={STORAGE_VERSION}"
         )
 
 

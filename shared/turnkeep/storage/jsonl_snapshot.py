@@ -26,7 +26,8 @@ from turnkeep.storage.records import StorageStats
 from turnkeep.storage.scopes import SESSION_SCOPE, scope_key
 from turnkeep.storage.writes import UsageRow
 
-SNAPSHOT_VERSION: Final = 1
+SNAPSHOT_VERSION: Final = 2
+"""2: stats hold integer micro-dollars; a v1 snapshot is rejected and the log replayed."""
 _KIND: Final = "jsonl_snapshot"
 _SESSION_KEY: Final = scope_key(SESSION_SCOPE)
 _STATS_FIELDS: Final = tuple(StorageStats.__dataclass_fields__)

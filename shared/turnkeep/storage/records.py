@@ -52,7 +52,8 @@ class StorageStats:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_micros: int = 0
+    """Integer micro-dollars (docs/usage.md)."""
 
     def with_entry(self, entry_type: str) -> StorageStats:
         """Stats after one more entry of `entry_type`."""
@@ -71,11 +72,11 @@ class StorageStats:
             output_tokens=self.output_tokens + row.output_tokens,
             cache_read_tokens=self.cache_read_tokens + row.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + row.cache_write_tokens,
-            cost_usd=round(self.cost_usd + row.cost_usd, 9),
+            cost_micros=self.cost_micros + row.cost_micros,
         )
 
 
-def _replace(stats: StorageStats, **changes: int | float) -> StorageStats:
+def _replace(stats: StorageStats, **changes: int) -> StorageStats:
     fields = {name: getattr(stats, name) for name in StorageStats.__dataclass_fields__}
     fields.update(changes)
     return StorageStats(**fields)

@@ -68,7 +68,7 @@ _W = TypeVar("_W", bound=Write)
 
 _STATS_COLUMNS: Final = (
     "entry_count, message_count, usage_rows, input_tokens, output_tokens, "
-    "cache_read_tokens, cache_write_tokens, cost_usd"
+    "cache_read_tokens, cache_write_tokens, cost_micros"
 )
 _SEQ_MAX: Final = 2**63 - 1
 # SQLite's default limit on bound parameters is 999 on old builds; stay well below it.
@@ -84,7 +84,7 @@ _SQL_NEW_SESSION: Final = "INSERT INTO sessions(session_id, next_seq, created_at
 _SQL_STATS: Final = (
     "UPDATE sessions SET entry_count = ?, message_count = ?, usage_rows = ?, "
     "input_tokens = ?, output_tokens = ?, cache_read_tokens = ?, cache_write_tokens = ?, "
-    "cost_usd = ? WHERE session_id = ?"
+    "cost_micros = ? WHERE session_id = ?"
 )
 _SQL_SET: Final = (
     "INSERT OR REPLACE INTO scalar_values(session_id, scope_id, namespace, key, seq, value) "
@@ -107,7 +107,8 @@ _SQL_INSERT_ENTRY: Final = (
 )
 _SQL_INSERT_USAGE: Final = (
     "INSERT INTO usage(session_id, seq, input_tokens, output_tokens, cache_read_tokens, "
-    "cache_write_tokens, cost_usd, model) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    "cache_write_tokens, cost_micros, model, estimated, op_id) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _SQL_GET_VALUE: Final = (
     "SELECT value, seq FROM scalar_values "
@@ -133,7 +134,7 @@ _ENTRY_COLUMNS: Final = "id, parent_id, type, data, seq"
 
 
 def _stats_from_row(row: Sequence[object]) -> StorageStats:
-    counts = [int(x) for x in row[:7]]  # type: ignore[call-overload]
+    counts = [int(x) for x in row[:8]]  # type: ignore[call-overload]
     return StorageStats(
         entry_count=counts[0],
         message_count=counts[1],
@@ -142,11 +143,11 @@ def _stats_from_row(row: Sequence[object]) -> StorageStats:
         output_tokens=counts[4],
         cache_read_tokens=counts[5],
         cache_write_tokens=counts[6],
-        cost_usd=float(row[7]),  # type: ignore[arg-type]
+        cost_micros=counts[7],
     )
 
 
-def _stats_params(stats: StorageStats) -> tuple[int | float, ...]:
+def _stats_params(stats: StorageStats) -> tuple[int, ...]:
     return (
         stats.entry_count,
         stats.message_count,
@@ -155,7 +156,7 @@ def _stats_params(stats: StorageStats) -> tuple[int | float, ...]:
         stats.output_tokens,
         stats.cache_read_tokens,
         stats.cache_write_tokens,
-        stats.cost_usd,
+        stats.cost_micros,
     )
 
 
@@ -414,12 +415,15 @@ class SqliteStorage(Storage):
                     int(r[1]),  # type: ignore[call-overload]
                     int(r[2]),  # type: ignore[call-overload]
                     int(r[3]),  # type: ignore[call-overload]
-                    float(r[4]),  # type: ignore[arg-type]
+                    int(r[4]),  # type: ignore[call-overload]
                     None if r[5] is None else str(r[5]),
+                    bool(r[6]),
+                    None if r[7] is None else str(r[7]),
                 )
                 for r in self._query(
                     "SELECT input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, "
-                    "cost_usd, model FROM usage WHERE session_id = ? ORDER BY seq",
+                    "cost_micros, model, estimated, op_id FROM usage WHERE session_id = ? "
+                    "ORDER BY seq",
                     (sid,),
                 )
             )
@@ -457,8 +461,10 @@ def _usage_params(session_id: str, usage: InsertUsage, seq: int) -> tuple[object
         row.output_tokens,
         row.cache_read_tokens,
         row.cache_write_tokens,
-        float(row.cost_usd),
+        row.cost_micros,
         row.model,
+        int(row.estimated),
+        row.op_id,
     )
 
 

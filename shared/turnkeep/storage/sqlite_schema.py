@@ -15,7 +15,8 @@ from turnkeep.storage.errors import (
     StorageUnavailableError,
 )
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
+"""2: costs are integer micro-dollars; usage rows name their turn and mark estimates."""
 BUSY_TIMEOUT_MS: Final = 10_000
 Synchronous = Literal["NORMAL", "FULL"]
 
@@ -31,7 +32,7 @@ CREATE TABLE sessions(
   output_tokens INTEGER NOT NULL DEFAULT 0,
   cache_read_tokens INTEGER NOT NULL DEFAULT 0,
   cache_write_tokens INTEGER NOT NULL DEFAULT 0,
-  cost_usd REAL NOT NULL DEFAULT 0
+  cost_micros INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 CREATE TABLE scalar_values(
   session_id TEXT NOT NULL,
@@ -69,8 +70,10 @@ CREATE TABLE usage(
   output_tokens INTEGER NOT NULL,
   cache_read_tokens INTEGER NOT NULL,
   cache_write_tokens INTEGER NOT NULL,
-  cost_usd REAL NOT NULL,
+  cost_micros INTEGER NOT NULL,
   model TEXT,
+  estimated INTEGER NOT NULL DEFAULT 0,
+  op_id TEXT,
   PRIMARY KEY(session_id, seq)
 ) WITHOUT ROWID;
 """
@@ -144,6 +147,9 @@ def _ensure_schema(conn: sqlite3.Connection, path: str) -> None:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+    if version == 1:
+        _migrate_from_1(conn)
+        version = _stored_version(conn)
     if version != SCHEMA_VERSION:
         raise StorageCorruptionError(
             f"SQLite database {path!r} holds storage schema version {version}; "
@@ -170,3 +176,32 @@ def _create_schema(conn: sqlite3.Connection, path: str) -> None:
     conn.execute(
         "INSERT INTO turnkeep_schema(component, version) VALUES ('storage', ?)", (SCHEMA_VERSION,)
     )
+
+
+MIGRATION_1_TO_2: Final = (
+    "ALTER TABLE sessions ADD COLUMN cost_micros INTEGER NOT NULL DEFAULT 0",
+    "UPDATE sessions SET cost_micros = CAST(round(cost_usd * 1000000) AS INTEGER)",
+    "ALTER TABLE usage ADD COLUMN cost_micros INTEGER NOT NULL DEFAULT 0",
+    "UPDATE usage SET cost_micros = CAST(round(cost_usd * 1000000) AS INTEGER)",
+    "ALTER TABLE usage ADD COLUMN estimated INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE usage ADD COLUMN op_id TEXT",
+    # DROP COLUMN needs SQLite >= 3.35, which RETURNING already does (storage/sqlite.py).
+    "ALTER TABLE usage DROP COLUMN cost_usd",
+    "ALTER TABLE sessions DROP COLUMN cost_usd",
+    "UPDATE turnkeep_schema SET version = 2 WHERE component = 'storage' AND version = 1",
+)
+"""Version 1 kept costs as REAL dollars: they become integer micro-dollars (rounded half away
+from zero) and the REAL columns go."""
+
+
+def _migrate_from_1(conn: sqlite3.Connection) -> None:
+    """Bring a version-1 file to version 2 in one write transaction (once, whoever is first)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if _stored_version(conn) == 1:
+            for statement in MIGRATION_1_TO_2:
+                conn.execute(statement)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise

@@ -25,27 +25,38 @@ from turnkeep.storage.scopes import (
 
 @dataclass(frozen=True, slots=True)
 class UsageRow:
-    """Token and cost usage of one model call; rows feed the session stats."""
+    """Token and cost usage of one model call; rows feed the session stats.
+
+    `cost_micros` is integer micro-dollars (no floats in storage, docs/usage.md); `estimated`
+    marks counts the provider estimated because the server reported none; `op_id` names the
+    turn the call belongs to (None: rows written before turns were recorded on them)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_micros: int = 0
     model: str | None = None
+    estimated: bool = False
+    op_id: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
+        for name in (
+            "input_tokens",
+            "output_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "cost_micros",
+        ):
             count = getattr(self, name)
             if isinstance(count, bool) or not isinstance(count, int) or count < 0:
                 raise StorageValidationError(f"usage {name} must be an int >= 0, got {count!r}")
-        cost = self.cost_usd
-        if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not math.isfinite(cost):
-            raise StorageValidationError(f"usage cost_usd must be a finite number, got {cost!r}")
-        if cost < 0:
-            raise StorageValidationError(f"usage cost_usd must be >= 0, got {cost!r}")
         if self.model is not None and not isinstance(self.model, str):
             raise StorageValidationError("usage model must be a string or None")
+        if not isinstance(self.estimated, bool):
+            raise StorageValidationError("usage estimated must be a bool")
+        if self.op_id is not None and not isinstance(self.op_id, str):
+            raise StorageValidationError("usage op_id must be a string or None")
 
     def to_json(self) -> dict[str, JsonValue]:
         """Plain dict form used by the persistent backends."""
@@ -54,22 +65,41 @@ class UsageRow:
             "output_tokens": self.output_tokens,
             "cache_read_tokens": self.cache_read_tokens,
             "cache_write_tokens": self.cache_write_tokens,
-            "cost_usd": float(self.cost_usd),
+            "cost_micros": self.cost_micros,
             "model": self.model,
+            "estimated": self.estimated,
+            "op": self.op_id,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, JsonValue]) -> UsageRow:
-        """Inverse of to_json."""
-        model = data.get("model")
+        """Inverse of to_json; also reads the rows of earlier formats, whose cost was a float
+        `cost_usd` (converted to micro-dollars, rounded half up)."""
+        model, op = data.get("model"), data.get("op")
         return cls(
             input_tokens=int(data.get("input_tokens") or 0),  # type: ignore[arg-type]
             output_tokens=int(data.get("output_tokens") or 0),  # type: ignore[arg-type]
             cache_read_tokens=int(data.get("cache_read_tokens") or 0),  # type: ignore[arg-type]
             cache_write_tokens=int(data.get("cache_write_tokens") or 0),  # type: ignore[arg-type]
-            cost_usd=float(data.get("cost_usd") or 0.0),  # type: ignore[arg-type]
+            cost_micros=_cost_micros(data),
             model=model if isinstance(model, str) else None,
+            estimated=data.get("estimated") is True,
+            op_id=op if isinstance(op, str) else None,
         )
+
+
+def _cost_micros(data: dict[str, JsonValue]) -> int:
+    micros = data.get("cost_micros")
+    if micros is not None:
+        return int(micros)  # type: ignore[arg-type]
+    return usd_to_micros(data.get("cost_usd") or 0)  # type: ignore[arg-type]
+
+
+def usd_to_micros(usd: float | int) -> int:
+    """A float dollar figure of an earlier format as integer micro-dollars (half up)."""
+    if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd):
+        raise StorageValidationError(f"usage cost_usd must be a finite number, got {usd!r}")
+    return max(0, math.floor(usd * 1_000_000 + 0.5))
 
 
 @dataclass(frozen=True, slots=True)

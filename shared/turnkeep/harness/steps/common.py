@@ -19,6 +19,7 @@ from turnkeep.harness.state import (
     result_address,
 )
 from turnkeep.providers.base import Usage
+from turnkeep.providers.settings import ModelSettings
 from turnkeep.storage import Storage
 
 TURN_ERROR_MAX_CHARS = 1000
@@ -149,3 +150,15 @@ def result_of(session_id: str, record: TurnRecord) -> TurnResult:
         usage=record.usage,
         output=record.output,
     )
+
+
+def turn_model_settings(deps: HarnessDeps, state: OperationState) -> ModelSettings | None:
+    """The model settings the turn runs with: recorded at its start, else the agent's (None:
+    the defaults, so the provider's spec options apply)."""
+    recorded = state.model_settings
+    settings = (
+        ModelSettings.model_validate(recorded)
+        if recorded is not None
+        else deps.agent.model_settings
+    )
+    return settings if settings != ModelSettings() else None

@@ -28,6 +28,8 @@ from turnkeep.harness.source_notices import (
     required_source_failure,
     round_notices,
 )
+from turnkeep.harness.spans import compaction_span_of, round_span
+from turnkeep.harness.spend_gate import charge_round, check_before_round, worst_case
 from turnkeep.harness.state import (
     OperationState,
     call_address,
@@ -39,7 +41,7 @@ from turnkeep.harness.state import (
     response_id,
     result_address,
 )
-from turnkeep.harness.steps.common import cancelling, open_session
+from turnkeep.harness.steps.common import cancelling, open_session, turn_model_settings
 from turnkeep.harness.steps.model_outputs import ended_output, fail_output, output_for_record
 from turnkeep.harness.steps.settlement import (
     recorded_output,
@@ -65,6 +67,7 @@ from turnkeep.providers.base import (
 from turnkeep.providers.settings import ModelSettings
 from turnkeep.storage import JsonValue, Storage, Write, set_value
 from turnkeep.system_prompt import resolve_system_for_meta
+from turnkeep.telemetry import genai
 
 EventListener = Callable[[StreamEvent | ToolSourceNotice], None]
 """Sees an in-process round: the provider's stream, and a notice for each optional tool source
@@ -89,10 +92,19 @@ def model_step(
         prepared = _prepare_round(deps, storage, begun, on_event)
         if isinstance(prepared, ModelStepOutput):
             return prepared
-        streamed = _call_provider(deps, storage, prepared, on_event)
-        if isinstance(streamed, ModelStepOutput):
-            return streamed
-        return _settle_streamed(deps, storage, prepared, streamed)
+        over = _over_budget(deps, storage, prepared)
+        if over is not None:
+            return _fail(prepared.state, over)
+        started = deps.clock()
+        with round_span(prepared.state, prepared.provider, prepared.request.request) as span:
+            streamed = _call_provider(deps, storage, prepared, on_event)
+            if isinstance(streamed, ModelStepOutput):
+                if streamed.next == "fail":
+                    span.fail("model_error", streamed.error)
+                return streamed
+            genai.chat_done(span, streamed.response)
+        timing: dict[str, JsonValue] = {"started_at": started, "ended_at": deps.clock()}
+        return _settle_streamed(deps, storage, prepared, streamed, timing)
 
 
 # --- Phase 1: begin (load the round, return what is already decided, guard the limits) ---
@@ -256,6 +268,7 @@ def _prepare_round(
         request = shape.prepare()
     except (ContextBudgetError, FatalModelError) as exc:
         return _fail(state, _context_failure(exc))
+    compaction_span_of(state, request)
     return _Prepared(state, provider, shape, request, [*results.prelude, *notice_writes], wrap_up)
 
 
@@ -283,15 +296,16 @@ class _RoundShape:
         self._view = deps.transcripts.branch_view(storage, results.committed_head)
         self._deps, self._state, self._provider = deps, state, provider
         self._head, self._tools, self._pending = results.head, tools, results.parts
-        recorded = state.model_settings
-        settings = (
-            ModelSettings.model_validate(recorded)
-            if recorded is not None
-            else deps.agent.model_settings
-        )
+        settings = turn_model_settings(deps, state)
         if forced_tool is not None:
-            settings = settings.model_copy(update={"tool_choice": forced_tool})
-        self._settings = settings if settings != ModelSettings() else None
+            # A round that must end a typed turn forces final_result (docs/agent.md).
+            settings = (settings or ModelSettings()).model_copy(update={"tool_choice": forced_tool})
+        self._settings = settings
+
+    @property
+    def settings(self) -> ModelSettings | None:
+        """The turn's model settings (None: the defaults)."""
+        return self._settings
 
     def prepare(self, *, target: int | None = None) -> PreparedRound:
         return prepare_round(
@@ -306,7 +320,16 @@ class _RoundShape:
             head=self._head,
             target=target,
             settings=self._settings,
+            clock=self._deps.clock,
         )
+
+
+def _over_budget(deps: HarnessDeps, storage: Storage, round_: _Prepared) -> str | None:
+    """The budget error of a round whose worst case (with its compaction's usage, already
+    spent) would go over a budget (docs/usage.md, "Budgets")."""
+    prepared = round_.request
+    worst = worst_case(round_.provider, prepared.request, round_.shape.settings, prepared.tokens)
+    return check_before_round(deps, storage, round_.state, worst + prepared.usage)
 
 
 def _context_failure(exc: Exception) -> str:
@@ -513,13 +536,19 @@ def _flush_quietly(writer: FrameWriter, live: LiveText | None) -> None:
 
 
 def _settle_streamed(
-    deps: HarnessDeps, storage: Storage, round_: _Prepared, streamed: _Streamed
+    deps: HarnessDeps,
+    storage: Storage,
+    round_: _Prepared,
+    streamed: _Streamed,
+    timing: dict[str, JsonValue],
 ) -> ModelStepOutput:
     """Commit the streamed response with the prelude the frames did not carry, the context
     marker and the compaction's usage; the output names the next step."""
     prepared, state = round_.request, round_.state
     usage = prepared.usage
     if usage.input_tokens or usage.output_tokens:
+        compaction = f"{state.op_id}:c{state.round}"
+        charge_round(deps, state, compaction, usage, getattr(round_.provider, "name", ""))
         state = state.model_copy(update={"usage": state.usage + usage})
     return settle_response(
         deps,
@@ -531,4 +560,5 @@ def _settle_streamed(
         wrap_up=round_.wrap_up,
         context=_context_meta(prepared, streamed.response),
         frames_written=streamed.writer.wrote_frames,
+        timing=timing,
     )

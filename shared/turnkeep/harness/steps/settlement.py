@@ -4,12 +4,14 @@ one), the previous round's tool results, usage, call states and the new op state
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.envelope_io import commit_mirrored
 from turnkeep.harness.errors import StepInputError
 from turnkeep.harness.io import ModelStepOutput, NextAction
 from turnkeep.harness.recovery import Settlement, interrupted_response_writes
+from turnkeep.harness.spend_gate import charge_round, check_after_round
 from turnkeep.harness.state import (
     CallState,
     OperationState,
@@ -19,17 +21,17 @@ from turnkeep.harness.state import (
     op_address,
     response_id,
 )
-from turnkeep.harness.steps.common import clip, progress_patch
+from turnkeep.harness.steps.common import clip, progress_patch, turn_model_settings
 from turnkeep.harness.steps.model_outputs import ended_output, fail_output
-from turnkeep.harness.transcript import entry_data, message_from_json
+from turnkeep.harness.transcript import entry_data, message_from_json, usage_json
 from turnkeep.harness.typed_output import OutputDecision, decide_output, turn_output
 from turnkeep.providers.base import Message, ModelResponse
+from turnkeep.spend.pricing import price_for, priced, usage_row
 from turnkeep.storage import (
     MESSAGE_ENTRY_TYPE,
     GuardFailedError,
     JsonValue,
     Storage,
-    UsageRow,
     Write,
     insert_entry,
     insert_usage,
@@ -49,13 +51,20 @@ def settle_response(
     wrap_up: bool = False,
     context: dict[str, JsonValue] | None = None,
     frames_written: bool = False,
+    timing: dict[str, JsonValue] | None = None,
 ) -> ModelStepOutput:
     """One session transaction: pending tool results, the response entry, usage, op state.
 
-    `context` (the request's token estimate, for the budget's calibration) joins the entry.
+    `context` (the request's token estimate, for the budget's calibration) joins the entry, and
+    so does `timing` (when the provider call started and ended: the turn's timeline).
     `frames_written`: the round wrote frames, so the same transaction retires their scope.
     """
     op = state.op_id
+    price = price_for(deps.provider_for(state.model), turn_model_settings(deps, state))
+    response = replace(response, usage=priced(response.usage, price))
+    # Charged before the commit, once per round key: the call was made and paid for even if
+    # the turn ended meanwhile, and a redelivery charges nothing twice.
+    charge_round(deps, state, response_id(op, state.round), response.usage, response.model)
     call_ids = [c.id for c in response.message.tool_calls]
     if len(set(call_ids)) != len(call_ids):
         repeated = sorted(c for c, n in Counter(call_ids).items() if n > 1)
@@ -73,7 +82,9 @@ def settle_response(
             typed["typed_error"] = decision.error
     writes = [
         *pending_writes,
-        *_response_writes(state, response, head, wrap_up=wrap_up, context=context, typed=typed),
+        *_response_writes(
+            state, response, head, wrap_up=wrap_up, context=context, timing=timing, typed=typed
+        ),
         *_call_writes(
             state,
             response,
@@ -94,7 +105,7 @@ def settle_response(
             **(decision.update if decision is not None else {}),
         }
     )
-    return _commit_round(
+    output = _commit_round(
         deps,
         storage,
         state,
@@ -106,6 +117,11 @@ def settle_response(
         frames_written=frames_written,
         error=decision.error if decision is not None else None,
     )
+    if output.next == "done":
+        return output
+    over = check_after_round(deps, storage, new_state)
+    # The round's text is stored; failing now keeps it and runs none of its tool calls.
+    return output if over is None else fail_output(state.session_id, op, output.next_round, over)
 
 
 def _typed_decision(
@@ -140,7 +156,8 @@ def _response_writes(
     *,
     wrap_up: bool,
     context: dict[str, JsonValue] | None,
-    typed: dict[str, JsonValue],
+    timing: dict[str, JsonValue] | None = None,
+    typed: dict[str, JsonValue] | None = None,
 ) -> list[Write]:
     """The round's response entry after `head`, the head moved to it, and its usage row."""
     entry_id = response_id(state.op_id, state.round)
@@ -154,20 +171,14 @@ def _response_writes(
         wrap_up=wrap_up,
         model=response.model,
         **({"context": context} if context is not None else {}),
-        **typed,
+        **({"timing": timing} if timing is not None else {}),
+        usage=usage_json(usage),
+        **(typed or {}),
     )
     return [
         insert_entry(entry_id, head, MESSAGE_ENTRY_TYPE, data),
         set_value(head_address(), entry_id),
-        insert_usage(
-            UsageRow(
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cache_read_tokens=usage.cache_read_tokens,
-                cache_write_tokens=usage.cache_write_tokens,
-                model=response.model or None,
-            )
-        ),
+        insert_usage(usage_row(usage, response.model, state.op_id)),
     ]
 
 

@@ -26,6 +26,7 @@ from turnkeep.harness.steps.terminal import fail_turn
 from turnkeep.harness.transcript import entry_data
 from turnkeep.providers.base import Message, TextPart
 from turnkeep.storage import MESSAGE_ENTRY_TYPE, Storage, Write, insert_entry, set_value
+from turnkeep.telemetry import new_trace_parent
 from turnkeep.turn_rules import STARTABLE_STATUSES
 
 
@@ -113,6 +114,7 @@ def _first_writes(deps: HarnessDeps, storage: Storage, inp: StartTurnInput, op: 
         deadline_at=now + deps.limits.wall_clock_seconds,
         user_entry_id=user_entry_id(op),
         last_entry_id=user_entry_id(op),
+        trace_parent=new_trace_parent(),
     )
     message = Message("user", (TextPart(inp.text),))
     return [

@@ -48,6 +48,7 @@ from turnkeep.harness.steps.common import (
     terminal_patch,
 )
 from turnkeep.storage import GuardFailedError, Storage, retire_scope, set_value
+from turnkeep.telemetry import genai
 from turnkeep.turn_rules import ACTIVE_STATUSES, STARTABLE_STATUSES, TerminalStatus
 
 
@@ -114,6 +115,7 @@ def _complete_attached(deps: HarnessDeps, storage: Storage, state: OperationStat
                 deps, storage, state, "aborted", "cancelled by request", unsettled_frames=False
             )
         return commit_terminal(deps, storage, state, "completed", None, unsettled_frames=False)
+    _turn_span(deps, state, record)
     return record
 
 
@@ -274,7 +276,23 @@ def commit_terminal(
         )
     except GuardFailedError:
         return _terminal_winner(deps, storage, state)
+    _turn_span(deps, state, record)
     return record
+
+
+def _turn_span(deps: HarnessDeps, state: OperationState, record: TurnRecord) -> None:
+    # Only the step whose terminal commit landed emits the turn span: once per turn.
+    genai.turn_span(
+        state.trace_parent,
+        session_id=state.session_id,
+        op_id=state.op_id,
+        agent_name=deps.agent.name,
+        started_at=state.started_at,
+        finished_at=record.finished_at,
+        status=record.status,
+        rounds=record.rounds,
+        usage=record.usage,
+    )
 
 
 def _terminal_winner(deps: HarnessDeps, storage: Storage, state: OperationState) -> TurnRecord:

@@ -37,6 +37,7 @@ from turnkeep.harness.tool_results import (
     turn_window,
 )
 from turnkeep.storage import GuardFailedError, Storage, Write, set_value
+from turnkeep.telemetry import genai
 from turnkeep.tools.base import READ_TOOL_RESULT, ToolContext
 from turnkeep.tools.registry import ToolRegistry
 from turnkeep.tools.state import ToolState, state_writes
@@ -188,13 +189,23 @@ def _run(
         state=ToolState(loader=lambda: load_tool_state(storage)),
         deps_source=deps.agent.deps,
     )
-    result = registry.run_call(call.name, cleared.arguments, ctx, deps.tool_runner)
+    with genai.tool_span(
+        state.trace_parent,
+        session_id=state.session_id,
+        op_id=state.op_id,
+        call_id=call.call_id,
+        name=call.name,
+        arguments=cleared.arguments,
+    ) as span:
+        result = registry.run_call(call.name, cleared.arguments, ctx, deps.tool_runner)
+        genai.tool_done(span, result.content, is_error=result.is_error)
+    ended = deps.clock()
     ctx.state.seal()  # its writes commit with the result below, or not at all
     content = _sized(deps, storage, state, call, result.content)
     if cleared.note is not None:  # the model learns its arguments were changed
         content = f"{cleared.note}\n{content}"
     done = started.model_copy(
-        update={"phase": "done", "content": content, "is_error": result.is_error}
+        update={"phase": "done", "content": content, "is_error": result.is_error, "ended_at": ended}
     )
     if _claim(storage, state.op_id, done, started_seq, state_writes(ctx.state)) is None:
         return tool_output(inp, "skipped")  # the turn ended meanwhile

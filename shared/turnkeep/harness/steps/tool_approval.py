@@ -15,6 +15,7 @@ from turnkeep.harness.progress import fenced_commit
 from turnkeep.harness.state import CallState, OperationState, call_address
 from turnkeep.harness.steps.tool_outputs import awaiting_output, tool_output
 from turnkeep.storage import Storage, set_value
+from turnkeep.telemetry import genai
 from turnkeep.tools.registry import ToolRegistry
 
 
@@ -72,6 +73,16 @@ def _apply_decision(
     decision = call.approval.decision if call.approval is not None else None
     if decision is None:
         return awaiting_output(inp, call, deps.clock())
+    if call.approval is not None:
+        genai.approval_span(
+            state.trace_parent,
+            op_id=state.op_id,
+            call_id=call.call_id,
+            name=call.name,
+            requested_at=call.approval.requested_at,
+            decided_at=decision.decided_at,
+            decision=decision.decision,
+        )
     if decision.decision in ("deny", "timeout"):
         denied = call.model_copy(
             update={

@@ -8,6 +8,7 @@ from typing import Any, Final
 
 from turnkeep.storage.errors import StorageCorruptionError, StorageValidationError
 from turnkeep.storage.records import StorageStats
+from turnkeep.storage.writes import usd_to_micros
 
 Item = dict[str, Any]
 """A low-level DynamoDB item: attribute name -> attribute value ({"S": ...}, {"N": ...})."""
@@ -87,7 +88,7 @@ def item_size(item: Item) -> int:
 
 
 def stats_to_text(stats: StorageStats) -> str:
-    """Stats as compact JSON (floats are kept exactly, not as DynamoDB numbers)."""
+    """Stats as compact JSON (every figure an integer; costs in micro-dollars)."""
     return json.dumps(asdict(stats), separators=(",", ":"))
 
 
@@ -97,6 +98,9 @@ def stats_from_text(text: str | None) -> StorageStats:
         return StorageStats()
     try:
         data = json.loads(text)
+        if "cost_usd" in data:
+            # A head written before costs were integer micro-dollars (docs/aws-storage.md).
+            data["cost_micros"] = usd_to_micros(data.pop("cost_usd"))
         return StorageStats(**data)
     except (ValueError, TypeError) as exc:
         raise StorageCorruptionError(f"sequence head holds malformed stats: {text[:80]!r}") from exc

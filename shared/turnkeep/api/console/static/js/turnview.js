@@ -4,7 +4,9 @@
 
 import { h, replaceChildren } from "./dom.js";
 import { approvalCard, markDecided } from "./approvals.js";
+import { describe, path } from "./api.js";
 import { isActive } from "./statuses.js";
+import { renderTimeline } from "./timeline.js";
 
 const CONTEXT_ROLES = new Set(["compaction", "context_window"]);
 // A tool result longer than this shows its first PREVIEW_CHARS and a button for the rest.
@@ -49,12 +51,21 @@ function args(raw) {
   }
 }
 
-/** The one-line status of a turn: `completed · 2 rounds · 40 in / 12 out tokens`. */
+/** Integer micro-dollars as `$0.000123` (docs/usage.md: costs are never floats). */
+export function dollars(micros) {
+  const value = BigInt(Math.max(0, Math.trunc(Number(micros) || 0)));
+  const whole = value / 1000000n;
+  const part = (value % 1000000n).toString().padStart(6, "0");
+  return `$${whole}.${part}`;
+}
+
+/** The one-line status of a turn: `completed · 2 rounds · 40 in / 12 out tokens · $0.000052`. */
 export function statusText(view) {
   const rounds = Number(view.rounds || 0);
   const usage = view.usage || {};
   let text = `${view.status} · ${rounds} round${rounds === 1 ? "" : "s"}`;
   text += ` · ${usage.input_tokens || 0} in / ${usage.output_tokens || 0} out tokens`;
+  if (usage.cost_micros) text += ` · ${dollars(usage.cost_micros)}`;
   return text;
 }
 
@@ -76,14 +87,47 @@ export class TurnView {
       this.resultJson,
     );
     this.body = h("div", { class: "turn-body" });
+    this.timelineBox = h("div", { class: "turn-timeline", hidden: true });
+    this.timelineToggle = h(
+      "button",
+      { type: "button", class: "link timeline-toggle", "aria-expanded": "false" },
+      "Timeline",
+    );
+    this.timelineToggle.addEventListener("click", () => this.toggleTimeline());
     this.element = h(
       "article",
       { class: "turn", dataset: { turn: turnId }, "aria-label": `turn ${turnId}` },
-      h("header", { class: "turn-head" }, h("span", { class: "turn-id" }, turnId), this.status),
+      h(
+        "header",
+        { class: "turn-head" },
+        h("span", { class: "turn-id" }, turnId),
+        this.status,
+        this.timelineToggle,
+      ),
+      this.timelineBox,
       this.body,
       this.result,
       this.error,
     );
+  }
+
+  /** Show (loading it afresh) or hide the turn's timeline. */
+  async toggleTimeline() {
+    const open = this.timelineToggle.getAttribute("aria-expanded") !== "true";
+    this.timelineToggle.setAttribute("aria-expanded", String(open));
+    this.timelineBox.hidden = !open;
+    if (open) await this.loadTimeline();
+  }
+
+  async loadTimeline() {
+    const route = path("sessions", this.ctx.sessionId, "turns", this.turnId, "timeline");
+    try {
+      replaceChildren(this.timelineBox, [renderTimeline(await this.ctx.api.get(route))]);
+    } catch (error) {
+      replaceChildren(this.timelineBox, [
+        h("p", { class: "hint", role: "alert" }, `Timeline unavailable: ${describe(error)}`),
+      ]);
+    }
   }
 
   setStatus(view) {
@@ -100,6 +144,7 @@ export class TurnView {
     }
     const live = isActive(view.status);
     if (!live) for (const card of this.approvals.values()) markDecided(card, null);
+    if (!this.timelineBox.hidden) this.loadTimeline(); // the open timeline follows the turn
   }
 
   /** Put a settled item in the body: before the provisional bubble of a later round, if one

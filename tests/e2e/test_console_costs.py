@@ -1,0 +1,40 @@
+"""The console shows what a turn cost: its status line ends with the cost in dollars from the
+turn's integer micro-dollars (docs/usage.md, "Seeing it"), on a server whose model is priced."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_console_browser import (
+    api_client,
+    connect,
+    last_turn,
+    new_session,
+    send,
+    serving,
+    wait_status,
+)
+from tests.support.browser import chromium
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_turns_status_line_shows_its_cost(tmp_path: Path) -> None:
+    env = {"TURNKEEP_MODEL": "scripted?price=1,1"}  # 1 micro-dollar a token
+    with serving(tmp_path / "data", env) as server, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 860})
+        connect(page, server, "alice")
+        new_session(page, "Costs")
+
+        turn = send(page, "hello there, what does this cost?")
+        wait_status(page, "completed", turn)
+
+        client = api_client(server, "alice")
+        sid = client.get("/sessions").json()["sessions"][0]["session_id"]
+        views = client.get(f"/sessions/{sid}").json()
+        micros = views["turn"]["usage"]["cost_micros"]
+        assert micros > 0
+        status = last_turn(page).locator(".turn-status").inner_text()
+        assert status.endswith(f" · ${micros // 1_000_000}.{micros % 1_000_000:06d}"), status
