@@ -89,3 +89,23 @@ def test_chat_with_an_agent_goes_on_without_a_server_that_is_down_then_uses_it_o
     assert back.returncode == 0, back.stderr
     assert "[without" not in back.stdout
     assert "<- grocer_price [ok] rice: 2.50" in back.stdout
+
+
+def test_chat_with_a_typed_agent_prints_the_validated_result_as_json(tmp_path: Path) -> None:
+    # Each line is a turn: the first submits a valid result, the second an invalid one only.
+    script = (
+        'call final_result {"label": "bug", "confidence": 0.75}\n'
+        'call final_result {"label": "maybe"}\n/quit\n'
+    )
+
+    done = _turnkeep(
+        ["chat", "--agent", "tests.support.typed_agent:agent", "--session", "t"], tmp_path, script
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert 'result> {\n  "label": "bug",\n  "confidence": 0.75\n}' in done.stdout
+    assert "completed, 1 model round" in done.stdout
+    assert "final_result failed: the result is invalid (2 error(s)):" in done.stdout
+    assert done.stdout.count("result> ") == 1
+    assert "failed, 3 model rounds" in done.stdout
+    assert "error: output_invalid: " in done.stdout

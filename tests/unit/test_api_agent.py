@@ -51,6 +51,9 @@ AGENT_VIEW_FIELDS = [
     "tools",
     "unavailable_sources",
     "sub_agents",
+    "output_schema",
+    "output_retries",
+    "turn_output_schema",
 ]
 
 

@@ -129,6 +129,11 @@ class FakeApi:
         self.turn_answers: list[httpx.Response] = []
         self.pages = pages or []
         self.requests: list[httpx.Request] = []
+        self.view: dict[str, Any] = {
+            "status": "completed",
+            "rounds": 1,
+            "usage": {"input_tokens": 3},
+        }
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(request)
@@ -143,8 +148,7 @@ class FakeApi:
             page = self.pages.pop(0) if len(self.pages) > 1 else self.pages[0]
             return httpx.Response(200, json={"turn_id": "op-1", "status": "running", **page})
         if path == "/sessions/s-1/turns/op-1":
-            view = {"status": "completed", "rounds": 1, "usage": {"input_tokens": 3}}
-            return httpx.Response(200, json=view)
+            return httpx.Response(200, json=self.view)
         return _error(404, "not_found", "route not found")
 
 
@@ -380,6 +384,20 @@ def test_a_server_whose_get_live_says_it_cannot_stream_is_polled_without_a_strea
     paths = [r.url.path for r in api.requests]
     assert [p for p in paths if p.endswith("/stream")] == []
     assert "/sessions/s-1/turns/op-1/events" in paths
+
+
+def test_a_typed_turns_result_is_printed_as_json_before_its_status_line() -> None:
+    api = FakeApi([{"events": [], "next_cursor": 5, "finished": True}])
+    api.turn_answers = [httpx.Response(202, json={"turn_id": "op-1", "status": "running"})]
+    api.view = {**api.view, "output": {"label": "bug", "tags": ["ui"]}}
+
+    code, out, err = _run_chat(api, "classify it\n", "--user", "alice")
+
+    assert code == 0, err
+    assert (
+        'result> {\n  "label": "bug",\n  "tags": [\n    "ui"\n  ]\n}\n'
+        "[turn op-1: completed, 1 model round, 3 in / 0 out tokens]\n"
+    ) in out
 
 
 def test_a_turn_start_over_the_daily_budget_is_one_line_with_the_reset_time() -> None:

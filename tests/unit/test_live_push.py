@@ -119,3 +119,37 @@ def test_the_steps_pusher_reads_subscriptions_in_the_envelope_urls_own_region(
         watching = pusher._connections.subscribers("s1", "op1")
 
         assert [(w.connection_id, w.user_id) for w in watching] == [("c1", USER)]
+
+
+def test_a_typed_turns_end_message_carries_its_output(
+    tmp_path: Path, connections: Connections
+) -> None:
+    from turnkeep import Agent
+
+    h = make_turn_harness(tmp_path)
+    management = Management(gone=set(), broken=set())
+    h.deps = replace(
+        h.deps, live=WebSocketPusher(connections, management), agent=Agent(output_type=list[int])
+    )
+    connections.subscribe(h.session_id, "op-typed", "c-ok", USER, 0)
+
+    result = run_turn(
+        h.deps, h.session_id, USER, 'call final_result {"result": [3, 1]}', op_id="op-typed"
+    )
+
+    assert result.status == "completed", result.error
+    end = management.sent["c-ok"][-1]
+    assert end["event"] == "end"
+    assert (end["data"]["output"], end["data"]["error_code"]) == ([3, 1], None)
+
+
+def test_an_end_message_too_large_for_its_output_says_where_to_read_it() -> None:
+    from turnkeep.live.push import MAX_MESSAGE_BYTES, end_message
+
+    record = {"status": "completed", "rounds": 1, "output": ["x" * 1000] * 200}
+    body = json.loads(end_message("op-big", record))
+
+    assert len(json.dumps(record["output"])) > MAX_MESSAGE_BYTES
+    assert body["data"]["output"] is None
+    assert "GET .../turns/op-big" in body["data"]["output_omitted"]
+    assert body["data"]["status"] == "completed"

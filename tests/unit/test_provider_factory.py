@@ -235,3 +235,14 @@ def test_setting_options_parse_into_the_providers_model_settings(bedrock_client:
     # A request's settings override the spec's field by field.
     merged = provider.settings.merged(ModelSettings(temperature=0.7))
     assert (merged.temperature, merged.top_p) == (0.7, 0.9)
+
+
+def test_openai_native_output_is_a_spec_option_off_by_default() -> None:
+    on = provider_from_config("openai:http://127.0.0.1:9/v1#m?native_output=true")
+    off = provider_from_config("openai:http://127.0.0.1:9/v1#m")
+
+    assert isinstance(on, OpenAICompatProvider)
+    assert isinstance(off, OpenAICompatProvider)
+    assert (on.native_output, off.native_output) == (True, False)
+    with pytest.raises(ProviderConfigError, match="native_output"):
+        provider_from_config("openai:http://127.0.0.1:9/v1#m?native_output=maybe")

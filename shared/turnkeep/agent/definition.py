@@ -13,6 +13,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from turnkeep.agent.function_tool import ToolDefinitionError, function_tool
+from turnkeep.agent.output import (
+    DEFAULT_OUTPUT_RETRIES,
+    FINAL_RESULT_TOOL,
+    OutputSpec,
+    output_spec,
+)
 from turnkeep.agent.subagent import (
     DEFAULT_MAX_AGENT_DEPTH,
     SubAgent,
@@ -31,6 +37,8 @@ from turnkeep.tools.sources import ToolSource, declared_tools
 DEFAULT_TURN_SETTINGS: tuple[str, ...] = ("max_tokens", "temperature", "top_p", "stop")
 """Model settings a turn may override unless the agent says otherwise (never `extra`, which
 passes provider fields through unchecked, nor `tool_choice`, unless the agent allows them)."""
+OUTPUT_SCHEMA_SETTING = "output_schema"
+"""The `turn_settings` name that lets a turn start pass its own `output_schema`."""
 
 
 def _settings(name: str, value: ModelSettings | Mapping[str, Any] | None) -> ModelSettings:
@@ -139,6 +147,11 @@ def _check_tool_name(agent: str, tool_name: str, seen: set[str]) -> None:
             f"agent {agent!r}: tool name {tool_name!r} is a working-notes tool's (always "
             f"offered: {', '.join(sorted(WORKING_NOTES_TOOL_NAMES))}); rename it"
         )
+    if tool_name == FINAL_RESULT_TOOL:
+        raise AgentDefinitionError(
+            f"agent {agent!r}: tool name {tool_name!r} is the tool a typed result is "
+            "submitted through; rename it"
+        )
     if tool_name == READ_TOOL_RESULT:
         raise AgentDefinitionError(
             f"agent {agent!r}: tool name {tool_name!r} is the always-on tool that reads "
@@ -191,12 +204,26 @@ def _check_models(agent: str, model: object, allowed_models: Sequence[object]) -
 
 def _check_turn_settings(agent: str, turn_settings: Collection[str]) -> None:
     """The settings a turn may override: names of `ModelSettings` fields."""
-    unknown = sorted(set(turn_settings) - set(ModelSettings.model_fields))
+    unknown = sorted(set(turn_settings) - set(ModelSettings.model_fields) - {OUTPUT_SCHEMA_SETTING})
     if unknown:
         raise AgentDefinitionError(
             f"agent {agent!r}: turn_settings names {', '.join(unknown)}, not model settings "
-            f"(known: {', '.join(ModelSettings.model_fields)})"
+            f"(known: {', '.join(ModelSettings.model_fields)}, {OUTPUT_SCHEMA_SETTING})"
         )
+
+
+def _output(name: str, output_type: object, retries: object) -> OutputSpec | None:
+    """The agent's output as a spec (None: turns end with text); its retries a count >= 0."""
+    if type(retries) is not int or retries < 0:
+        raise AgentDefinitionError(
+            f"agent {name!r}: output_retries must be a whole number >= 0, not {retries!r}"
+        )
+    try:
+        return output_spec(output_type)
+    except Exception as exc:  # pydantic raises several kinds for a type it cannot take
+        raise AgentDefinitionError(
+            f"agent {name!r}: output_type {output_type!r} has no JSON schema: {exc}"
+        ) from None
 
 
 class Agent:
@@ -210,6 +237,9 @@ class Agent:
     `TURNKEEP_ALLOWED_MODELS`). `model_settings` apply to every round; `turn_settings` names the
     settings a turn may override. `deps` is what tools get as `ToolContext.deps`: an object, or
     a zero-argument factory (function, class, partial) each process calls once (docs/agent.md).
+    `output_type` (a pydantic model, TypedDict, dataclass, list or union) makes every turn end
+    with a validated object submitted through the `final_result` tool; an invalid one goes back
+    to the model up to `output_retries` times, then the turn fails `output_invalid`.
     """
 
     __slots__ = (
@@ -225,6 +255,8 @@ class Agent:
         "model",
         "model_settings",
         "name",
+        "output",
+        "output_retries",
         "tools",
         "turn_settings",
     )
@@ -245,6 +277,8 @@ class Agent:
         deps: object = None,
         agents: Sequence[Agent | SubAgent] = (),
         max_agent_depth: int = DEFAULT_MAX_AGENT_DEPTH,
+        output_type: object = None,
+        output_retries: int = DEFAULT_OUTPUT_RETRIES,
         _builtin: Collection[str] = (),  # the demo agent's: labelled `builtin` on GET /agent
     ) -> None:
         _check_texts(name, description, instructions)
@@ -254,6 +288,7 @@ class Agent:
         subs = _subagents(name, agents, {t.name for t in built}, sources, max_agent_depth)
         _check_models(name, model, allowed_models)
         _check_turn_settings(name, turn_settings)
+        output = _output(name, output_type, output_retries)
         self.name = name
         self.description = description
         self.instructions = instructions
@@ -272,6 +307,8 @@ class Agent:
             subagent_depth(self, subs, max_agent_depth)
         except ValueError as exc:
             raise AgentDefinitionError(str(exc)) from None
+        self.output: OutputSpec | None = output
+        self.output_retries = output_retries
 
     def __repr__(self) -> str:
         return (
@@ -320,6 +357,19 @@ class Agent:
             where = ".".join(str(p) for p in first["loc"])
             raise ValueError(f"model_settings.{where}: {first['msg']}") from None
         return self.model_settings.merged(turn)
+
+    def turn_output(self, output_schema: object | None) -> OutputSpec | None:
+        """The output a turn must end with: its own `output_schema` where the agent allows it
+        (`turn_settings` naming `output_schema`), else the agent's; ValueError saying why a
+        schema is refused (OutputSchemaError is one)."""
+        if output_schema is None:
+            return self.output
+        if OUTPUT_SCHEMA_SETTING not in self.turn_settings:
+            raise ValueError(
+                "output_schema: this agent does not let a turn set it (its turn_settings do "
+                f"not name {OUTPUT_SCHEMA_SETTING!r})"
+            )
+        return OutputSpec.from_schema(output_schema)
 
 
 def demo_agent() -> Agent:

@@ -13,6 +13,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from turnkeep.agent import Agent
+from turnkeep.agent.definition import OUTPUT_SCHEMA_SETTING
 from turnkeep.api.context import Ctx, User
 from turnkeep.api.model_choice import allowed_models
 from turnkeep.api.models import error_responses
@@ -80,6 +81,15 @@ class AgentView(BaseModel):
     sub_agents: list[SubAgentView] = Field(
         description="the agents it may hand a task to (each also in `tools`, source `agent`)"
     )
+    output_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="the JSON Schema of the agent's typed result (`output_type`), submitted "
+        "through the `final_result` tool; null: turns end with text",
+    )
+    output_retries: int = Field(description="invalid results sent back before a turn fails")
+    turn_output_schema: bool = Field(
+        description="whether a turn start may pass its own `output_schema`"
+    )
 
 
 def _source(label: str | None) -> str:
@@ -126,4 +136,7 @@ def get_agent(ctx: Ctx, user: User) -> AgentView:
             UnavailableSource(name=name, error=error) for name, error in problems.items()
         ],
         sub_agents=_sub_agents(agent),
+        output_schema=agent.output.schema if agent.output is not None else None,
+        output_retries=agent.output_retries,
+        turn_output_schema=OUTPUT_SCHEMA_SETTING in agent.turn_settings,
     )

@@ -104,6 +104,12 @@ class StartTurnRequest(_Body):
         description="ids of this session's ready attachments sent with the message "
         "(docs/attachments.md)",
     )
+    output_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="a JSON Schema the turn's result must match, submitted through the "
+        "`final_result` tool (only where the agent's `turn_settings` name `output_schema`; "
+        'at most 16384 bytes; docs/agent.md, "Typed results")',
+    )
 
 
 class TurnSummary(BaseModel):

@@ -124,7 +124,8 @@ class _Turn:
         with self.ctx.storage(self.session_id) as storage:
             envelope = self.ctx.owned_ahead(self.user, storage, values=turn_values(self.turn_id))
             view = turn_view(storage, envelope, self.turn_id).model_dump(mode="json")
-        return {key: view[key] for key in ("turn_id", "status", "error", "rounds", "usage")}
+        keys = ("turn_id", "status", "error", "error_code", "rounds", "usage", "output")
+        return {key: view[key] for key in keys}
 
 
 def sse(kind: str, data: object, event_id: int | None = None) -> str:

@@ -97,6 +97,16 @@ def _check_settings(ctx: ApiContext, body: StartTurnRequest) -> None:
         raise ApiError(422, "validation_error", str(exc), field=field) from None
 
 
+def _check_output_schema(ctx: ApiContext, body: StartTurnRequest) -> None:
+    try:
+        ctx.runtime.deps.agent.turn_output(body.output_schema)
+    except ValueError as exc:
+        message = str(exc)
+        if not message.startswith("output_schema"):
+            message = f"output_schema: {message}"
+        raise ApiError(422, "validation_error", message, field="output_schema") from None
+
+
 @router.post(
     "",
     status_code=202,
@@ -110,6 +120,7 @@ def start(
     _check_text(ctx, body.text)
     check_model(ctx, body.model)
     _check_settings(ctx, body)
+    _check_output_schema(ctx, body)
     deps = ctx.runtime.deps
     refuse_over_daily_budget(deps, user, ctx.now_ms() / 1000)
     op_id = new_op_id()
@@ -127,6 +138,7 @@ def start(
             model=_turn_model(ctx, body, envelope),
             model_settings=body.model_settings,
             attachments=attached,
+            output_schema=body.output_schema,
         )
         gate = RateGate(
             ctx.runtime.envelopes,

@@ -16,6 +16,7 @@ from turnkeep.cli import remote
 from turnkeep.cli.approvals import Ask, prompt_asker
 from turnkeep.cli.attach import AttachFailed, attach_local, attach_remote, attached_line
 from turnkeep.cli.printer import StreamPrinter, describe
+from turnkeep.cli.result_block import result_block
 from turnkeep.cli.ws import WS_URL_ENV, check_ws_url
 from turnkeep.envelope import turn_run_id, turn_status
 from turnkeep.harness import HarnessDeps, TurnConflictError, TurnResult
@@ -205,6 +206,8 @@ class LocalChat:
             if isinstance(exc, Terminated):
                 raise
             return
+        if result.output is not None:
+            self.printer.notice(result_block(result.output))
         # Every turn ends with its line (status, rounds, tokens), as `chat --url` prints it.
         self.printer.notice(describe(result))
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, urlsplit
 
+from turnkeep.cli.result_block import result_block
 from turnkeep.cli.sse import apply_delta
 from turnkeep.cli.usage_line import usage_text
 from turnkeep.harness.source_notices import ToolSourceNotice
@@ -424,6 +425,8 @@ class RemoteChat:
             renderer.on_delta(event)
         elif kind == "end":
             renderer.finish()
+            if event.get("output") is not None:
+                self.output.notice(result_block(event["output"]))
             self.output.notice(status_line(turn_id, event))
             return Ended(str(event.get("status")))
         elif kind == "status":
@@ -544,6 +547,8 @@ class RemoteChat:
             view = self._call("GET", self._turn_path(turn_id))
         except RemoteApiError:
             view = {"status": page.get("status")}  # the page's status still says how it ended
+        if view.get("output") is not None:
+            self.output.notice(result_block(view["output"]))
         self.output.notice(status_line(turn_id, view))
         return str(view.get("status"))
 

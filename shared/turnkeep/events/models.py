@@ -26,11 +26,18 @@ class TurnView(BaseModel):
     status: TurnStatus
     finished: bool
     error: str | None = None
+    error_code: str | None = Field(
+        default=None, description="`output_invalid`: a typed result stayed invalid"
+    )
     rounds: int = Field(description="model rounds settled so far")
     usage: Usage = Field(description="the turn's usage, its sub-agents' child turns included")
     subagent_usage: Usage | None = Field(
         default=None,
         description="the part of `usage` its sub-agents' child turns used (null: none ran)",
+    )
+    output: Any = Field(
+        default=None,
+        description="a typed turn's validated result (JSON), once it completed (docs/agent.md)",
     )
 
 
@@ -102,6 +109,12 @@ class EventsPage(BaseModel):
     events: list[Event]
     next_cursor: int = Field(description="the last seq returned (or the cursor sent)")
     finished: bool = Field(description="true once the turn ended and every event was returned")
+    error_code: str | None = Field(
+        default=None, description="once finished: `output_invalid` when a typed result failed"
+    )
+    output: Any = Field(
+        default=None, description="once finished: a typed turn's validated result (JSON)"
+    )
 
 
 class TranscriptPage(BaseModel):

@@ -93,9 +93,11 @@ def turn_view(storage: Storage, envelope: Envelope | None, op_id: str) -> TurnVi
             status=record.status,
             finished=True,
             error=record.error,
+            error_code=record.error_code,
             rounds=record.rounds,
             usage=record.usage,
             subagent_usage=_apart(record.subagent_usage),
+            output=record.output,
         )
     if state is None:  # pragma: no cover - _record_or_state returns one of the two
         raise TurnNotFound(op_id)
@@ -166,12 +168,15 @@ def turn_events(
     more = entries_more or frames_more or len(events) > limit
     events = events[:limit]
     status: TurnStatus = found[0].status if found is not None else _live_status(envelope, op_id)
+    finished = found is not None and not more
     return EventsPage(
         turn_id=op_id,
         status=status,
         events=events,
         next_cursor=events[-1].seq if events else (cursor if cursor is not None else 0),
-        finished=found is not None and not more,
+        finished=finished,
+        error_code=found[0].error_code if finished and found is not None else None,
+        output=found[0].output if finished and found is not None else None,
     )
 
 

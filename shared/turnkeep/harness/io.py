@@ -33,7 +33,8 @@ class AttachmentRef(BaseModel):
 
 class StartTurnInput(StepIO):
     """Start a turn: the user's message, the turn's model spec (None = default) and its model
-    settings over the agent's (checked by `Agent.turn_model_settings`; None = the agent's)."""
+    settings over the agent's (checked by `Agent.turn_model_settings`; None = the agent's),
+    and its own result shape (`output_schema`, checked by `Agent.turn_output`)."""
 
     user_id: str = Field(min_length=1, max_length=256)
     text: str = Field(min_length=1)
@@ -41,6 +42,7 @@ class StartTurnInput(StepIO):
     model_settings: dict[str, Any] | None = None
     attachments: list[AttachmentRef] = Field(default_factory=list)
     """Checked and ready when the turn starts (the API resolves the ids)."""
+    output_schema: dict[str, Any] | None = None
 
 
 class StartTurnOutput(StepIO):
@@ -119,12 +121,16 @@ class TurnResult(StepIO):
 
     status: str
     error: str | None = None
+    error_code: str | None = None
+    """`output_invalid`: a typed turn's result stayed invalid past its retries."""
     final_entry_id: str | None = None
     rounds: int = 0
     usage: Usage = Field(default_factory=Usage)
     """Sub-agents' child turns included."""
     subagent_usage: Usage = Field(default_factory=Usage)
     """The part of `usage` the turn's sub-agents used."""
+    output: Any = None
+    """A typed turn's validated result (JSON; capped in size when it is validated)."""
     awaiting_call_ids: list[str] = Field(default_factory=list)
     """status `awaiting_approval` (a paused turn, not an end): the calls waiting for a person."""
     approval_wait_seconds: int | None = None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from turnkeep.agent.output import OUTPUT_INVALID
 from turnkeep.harness.progress import read_frames
 from turnkeep.harness.state import (
     CALL_NS,
@@ -231,12 +232,15 @@ def terminal_writes(
         op_id=state.op_id,
         status=status,
         error=error,
+        # A failure after the output retries ran out says so in a code (docs/agent.md).
+        error_code=OUTPUT_INVALID if status == "failed" and state.output_errors else None,
         final_entry_id=last_entry,
         rounds=state.round,
         usage=state.usage,
         started_at=state.started_at,
         subagent_usage=state.subagent_usage,
         finished_at=now,
+        output=state.output if status == "completed" else None,
     )
     writes.append(set_value(result_address(state.op_id), record.model_dump(mode="json")))
     writes.append(delete_value(op_address(state.op_id)))

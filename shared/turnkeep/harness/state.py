@@ -87,6 +87,18 @@ class OperationState(_Model):
     trace_parent: str | None = None
     """The turn's W3C trace context, chosen at its start: every step's spans are children of
     the turn span it names, in whatever process runs them (docs/tracing.md)."""
+    output_schema: dict[str, Any] | None = None
+    """The turn's own `output_schema` (a JSON Schema) when its start passed one; None: the
+    agent's `output_type`, if any (docs/agent.md, "Typed results")."""
+    output_failures: int = 0
+    """`final_result` submissions that did not validate so far (the turn fails
+    `output_invalid` past the agent's `output_retries`)."""
+    output: Any = None
+    """The validated result once a `final_result` call was accepted (the turn then ends)."""
+    force_final_result: bool = False
+    """The last round replied with text only: the next one must call `final_result`."""
+    output_errors: list[str] | None = None
+    """The last submission's errors once the retries ran out (the turn fails `output_invalid`)."""
 
 
 CallPhase = Literal["pending", "awaiting", "started", "done"]
@@ -154,6 +166,8 @@ class TurnRecord(_Model):
     op_id: str
     status: TerminalStatus
     error: str | None = None
+    error_code: str | None = None
+    """A machine-readable reason for a failed turn (`output_invalid`), None otherwise."""
     final_entry_id: str | None = None
     rounds: int = 0
     usage: Usage = Field(default_factory=Usage)
@@ -161,6 +175,8 @@ class TurnRecord(_Model):
     """When the turn started (None: recorded before it was kept)."""
     subagent_usage: Usage = Field(default_factory=Usage)
     finished_at: float
+    output: Any = None
+    """A typed turn's validated result (a JSON value); None for a text turn or a failed one."""
 
 
 # -- addresses ----------------------------------------------------------------------------------

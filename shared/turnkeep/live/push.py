@@ -109,9 +109,23 @@ def end_data(op_id: str, record: Any) -> dict[str, Any]:
         "turn_id": op_id,
         "status": found.get("status"),
         "error": found.get("error"),
+        "error_code": found.get("error_code"),
         "rounds": found.get("rounds", 0),
         "usage": found.get("usage", {}),
+        "output": found.get("output"),
     }
+
+
+def end_message(op_id: str, record: Any) -> bytes:
+    """The `end` message; a typed result too large for one message is left out, and the
+    message says where to read it (`output_omitted`: the turn view), never a cut value."""
+    data = end_data(op_id, record)
+    body = message("end", data)
+    if len(body) <= MAX_MESSAGE_BYTES:
+        return body
+    data["output"] = None
+    data["output_omitted"] = f"the output is larger than a message: GET .../turns/{op_id}"
+    return message("end", data)
 
 
 def event_messages(event: Committed) -> list[tuple[int, bytes]]:
@@ -309,7 +323,7 @@ class WebSocketPusher:
                 if seq > subscriber.after and connection in watched.subscribers:
                     self._post(session_id, op_id, connection, body)
         if event.record is not None:
-            end = message("end", end_data(op_id, event.record))
+            end = end_message(op_id, event.record)
             for connection in list(watched.subscribers):
                 self._post(session_id, op_id, connection, end)
             self._turns.pop((session_id, op_id), None)

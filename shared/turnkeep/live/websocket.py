@@ -30,7 +30,7 @@ from turnkeep.harness.state import (
     user_entry_id,
 )
 from turnkeep.live.connections import Connections
-from turnkeep.live.push import end_data, event_message, message
+from turnkeep.live.push import end_message, event_message, message
 from turnkeep.session_ids import SESSION_ID_PATTERN
 from turnkeep.turn_rules import OP_ID_PATTERN
 
@@ -192,7 +192,7 @@ class WebSocketRoutes:
                 if page.finished:
                     record = load_record(storage, op)
                     dumped = record.model_dump(mode="json") if record is not None else {}
-                    self._send(conn, message("end", end_data(op, dumped)))
+                    self._send(conn, end_message(op, dumped))
                     self._forget(sid, op, conn)
                     return
                 if len(page.events) < PAGE:

@@ -2,8 +2,8 @@
 
     scripted[?delay_ms=N&words_per_frame=N&context=N&reserve=N]
     bedrock:<model id>[?region=R&stream=false&context=N&reserve=N&<settings>]
-    openai:<base url>#<model>[?key=<reference>&stream=false&timeout=S&context=N&reserve=N
-                              &<settings>]
+    openai:<base url>#<model>[?key=<reference>&stream=false&timeout=S&native_output=true
+                              &context=N&reserve=N&<settings>]
 
 `<settings>` are model settings (turnkeep.providers.settings: max_tokens, temperature, top_p,
 stop (repeatable), tool_choice, extra, prompt_cache, guardrail, reasoning_budget); they parse into
@@ -44,8 +44,8 @@ if TYPE_CHECKING:
 SPEC_FORMS = (
     "scripted[?delay_ms=N&words_per_frame=N&context=N&reserve=N]",
     "bedrock:<model id>[?region=R&stream=false&context=N&reserve=N&<model settings>]",
-    "openai:<base url>#<model>[?key=<reference>&stream=false&timeout=S&context=N&reserve=N"
-    "&<model settings>]",
+    "openai:<base url>#<model>[?key=<reference>&stream=false&timeout=S&native_output=true"
+    "&context=N&reserve=N&<model settings>]",
 )
 # Every provider's options use one syntax, `kind[:target]?name=value&...`; the scripted model's
 # options are how tests and demos shape it (docs/providers.md lists them all).
@@ -59,7 +59,7 @@ _BEDROCK_OPTIONS = (
     frozenset({"region", "stream"}) | _CONTEXT_OPTIONS | SETTING_OPTIONS | _ATTACHMENT_OPTIONS
 )
 _OPENAI_OPTIONS = (
-    frozenset({"key", "stream", "timeout"})
+    frozenset({"key", "stream", "timeout", "native_output"})
     | _CONTEXT_OPTIONS
     | SETTING_OPTIONS
     | _ATTACHMENT_OPTIONS
@@ -201,6 +201,7 @@ def _openai(
     max_tokens = _int(spec, options, "max_tokens", default=0) or None
     timeout = _float(spec, options, "timeout", default=DEFAULT_TIMEOUT)
     stream = _bool(spec, options, "stream", default=True)
+    native_output = _bool(spec, options, "native_output", default=False)
     settings = _settings(spec, options, stops)
     window = _context(
         spec, options, default_tokens=openai_context_tokens(model), max_tokens=max_tokens
@@ -225,6 +226,7 @@ def _openai(
             stream=stream,
             max_tokens=max_tokens,
             settings=settings,
+            native_output=native_output,
         )
     except ValueError as exc:
         raise ProviderConfigError(f"provider spec {spec!r}: {exc}") from exc

@@ -28,9 +28,12 @@ from turnkeep.providers.base import (
     ModelError,
     ModelProvider,
     ModelRequest,
+    ReasoningDelta,
+    ResponseDone,
     RetryableModelError,
     StopReason,
     StreamEvent,
+    TextDelta,
     TextPart,
     ToolCallPart,
     ToolResultPart,
@@ -85,6 +88,7 @@ class OpenAICompatProvider(ModelProvider):
         stream: bool = True,
         max_tokens: int | None = None,
         settings: ModelSettings | None = None,
+        native_output: bool = False,
     ) -> None:
         try:
             parsed = httpx.URL(base_url)
@@ -114,6 +118,17 @@ class OpenAICompatProvider(ModelProvider):
         """The spec's settings; a request's `settings` override them field by field."""
         self.capabilities = openai_capabilities(model)
         """What the model takes besides text; the factory applies the spec's `attachments=`."""
+        self.native_output = native_output
+        """A round that forces one tool asks for its arguments as structured output instead
+        (`response_format` `json_schema`, where the server supports it); the reply's JSON comes
+        back as that tool's call, so the harness sees one behaviour (docs/providers.md)."""
+
+    def native_tool(self, request: ModelRequest) -> ToolSpec | None:
+        """The tool a round forces and asks for as structured output (None: tools as usual)."""
+        if not self.native_output:
+            return None
+        choice = request.settings_over(self.settings).tool_choice
+        return next((t for t in request.tools if t.name == choice), None)
 
     @property
     def url(self) -> str:
@@ -136,9 +151,18 @@ class OpenAICompatProvider(ModelProvider):
         )
         if self.streaming:
             body["stream_options"] = {"include_usage": True}
+        native = self.native_tool(request)
         if request.tools:
             body["tools"] = chat_tools(request.tools)
-            if settings.tool_choice is not None:
+            if native is not None:
+                # The tools stay (the transcript's calls refer to them); the answer is the
+                # forced tool's arguments as the response format's JSON.
+                body["tool_choice"] = "none"
+                body["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": native.name, "schema": native.input_schema},
+                }
+            elif settings.tool_choice is not None:
                 body["tool_choice"] = chat_tool_choice(settings.tool_choice, request.tools)
         if settings.max_tokens is not None:
             body["max_tokens"] = settings.max_tokens
@@ -183,13 +207,16 @@ class OpenAICompatProvider(ModelProvider):
                     response.read()
                     raise self._http_error(response.status_code, _error_body(response))
                 content_type = response.headers.get("content-type", "")
+                native = self.native_tool(request)
+                events: Iterable[StreamEvent]
                 if self.streaming and not content_type.startswith("application/json"):
-                    yield from self._parse_stream(response.iter_lines(), request)
+                    events = self._parse_stream(response.iter_lines(), request)
                 else:
                     # Streaming off, or a server that ignored `stream: true` and sent the
                     # whole completion as JSON.
                     response.read()
-                    yield from self._parse_complete(response, request)
+                    events = self._parse_complete(response, request)
+                yield from (events if native is None else as_tool_call(events, native.name))
         except httpx.TimeoutException as exc:
             raise RetryableModelError(
                 f"{self._label}: timed out ({type(exc).__name__})", code="timeout"
@@ -522,6 +549,31 @@ def _user_content(message: Message, capabilities: Capabilities) -> list[dict[str
 
 def _sent_arguments(call: ToolCallPart) -> str:
     return call.arguments if arguments_object(call.arguments) is not None else "{}"
+
+
+def as_tool_call(events: Iterable[StreamEvent], name: str) -> Iterator[StreamEvent]:
+    """A structured-output reply as the forced tool's call: its text is the call's arguments
+    (reasoning passes through), so the round settles as if the tool had been called."""
+    assembler = StreamAssembler()
+    started = False
+    for event in events:
+        if isinstance(event, TextDelta):
+            if not started:
+                started = True
+                yield assembler.start_tool_call(0, _new_call_id(), name)
+            piece = assembler.tool_arguments(0, event.text)
+            if piece is not None:
+                yield piece
+        elif isinstance(event, ReasoningDelta):
+            thought = assembler.reasoning(event.index, text=event.text, signature=event.signature)
+            if thought is not None:
+                yield thought
+        elif isinstance(event, ResponseDone):
+            if not started:
+                yield assembler.start_tool_call(0, _new_call_id(), name)
+            done = event.response
+            stop: StopReason = "max_tokens" if done.stop_reason == "max_tokens" else "tool_use"
+            yield assembler.finish(stop, done.usage, done.model)
 
 
 def chat_tool_choice(choice: str, tools: Sequence[ToolSpec]) -> str | dict[str, Any]:

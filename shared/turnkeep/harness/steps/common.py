@@ -144,10 +144,12 @@ def result_of(session_id: str, record: TurnRecord) -> TurnResult:
         op_id=record.op_id,
         status=record.status,
         error=record.error,
+        error_code=record.error_code,
         final_entry_id=record.final_entry_id,
         rounds=record.rounds,
         usage=record.usage,
         subagent_usage=record.subagent_usage,
+        output=record.output,
     )
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 
+from turnkeep.agent.output import FINAL_RESULT_TOOL
 from turnkeep.envelope import Envelope
 from turnkeep.harness.approvals import approval_pause_seconds
 from turnkeep.harness.attachment_context import with_attachment_bytes
@@ -50,6 +51,7 @@ from turnkeep.harness.steps.settlement import (
 )
 from turnkeep.harness.steps.terminal import commit_terminal
 from turnkeep.harness.transcript import context_start_address
+from turnkeep.harness.typed_output import final_result_spec, must_end, turn_output
 from turnkeep.providers.base import (
     FatalModelError,
     ModelError,
@@ -247,6 +249,13 @@ def _prepare_round(
     state, results = _settle_tool_results(storage, state)
     notice_writes = round_notices(storage, registry, state, results.head, on_event)
     provider = deps.provider_for(state.model)
+    tools: tuple[ToolSpec, ...] = () if wrap_up else tuple(registry.specs())
+    forced: str | None = None
+    output = turn_output(deps, state)
+    if output is not None:
+        # A typed turn offers final_result even in the wrap-up round (docs/agent.md).
+        tools = (*tools, final_result_spec(output))
+        forced = FINAL_RESULT_TOOL if must_end(deps, state, wrap_up=wrap_up) else None
     shape = _RoundShape(
         deps,
         storage,
@@ -254,7 +263,8 @@ def _prepare_round(
         provider,
         envelope=begun.envelope,
         results=results,
-        tools=() if wrap_up else registry.specs(),
+        tools=tools,
+        forced_tool=forced,
     )
     try:
         request = shape.prepare()
@@ -277,6 +287,7 @@ class _RoundShape:
         envelope: Envelope | None,
         results: _Results,
         tools: tuple[ToolSpec, ...],
+        forced_tool: str | None = None,
     ) -> None:
         # The envelope is read at every round, so a note written in round k folds into round
         # k+1; the fold is the one every path uses (`resolve_system` fed from the envelope).
@@ -288,7 +299,11 @@ class _RoundShape:
         self._storage = storage
         self._deps, self._state, self._provider = deps, state, provider
         self._head, self._tools, self._pending = results.head, tools, results.parts
-        self._settings = turn_model_settings(deps, state)
+        settings = turn_model_settings(deps, state)
+        if forced_tool is not None:
+            # A round that must end a typed turn forces final_result (docs/agent.md).
+            settings = (settings or ModelSettings()).model_copy(update={"tool_choice": forced_tool})
+        self._settings = settings
 
     @property
     def settings(self) -> ModelSettings | None:

@@ -21,9 +21,10 @@ from turnkeep.harness.state import (
     op_address,
     response_id,
 )
-from turnkeep.harness.steps.common import progress_patch, turn_model_settings
+from turnkeep.harness.steps.common import clip, progress_patch, turn_model_settings
 from turnkeep.harness.steps.model_outputs import ended_output, fail_output
 from turnkeep.harness.transcript import entry_data, message_from_json, usage_json
+from turnkeep.harness.typed_output import OutputDecision, decide_output, turn_output
 from turnkeep.providers.base import Message, ModelResponse
 from turnkeep.spend.pricing import price_for, priced, usage_row
 from turnkeep.storage import (
@@ -71,10 +72,26 @@ def settle_response(
             state.session_id, op, state.round, f"model error: duplicate tool call ids {repeated}"
         )
     limit = deps.limits.max_tool_calls_per_round
+    decision = _typed_decision(deps, state, response, wrap_up=wrap_up)
+    next_action, run_ids = _route(decision, call_ids[:limit], wrap_up=wrap_up)
+    typed: dict[str, JsonValue] = {}
+    if decision is not None:
+        # A redelivery of the settled round rebuilds this output from its entry.
+        typed = {"typed_next": next_action, "typed_run": list(run_ids)}
+        if decision.error is not None:
+            typed["typed_error"] = decision.error
     writes = [
         *pending_writes,
-        *_response_writes(state, response, head, wrap_up=wrap_up, context=context, timing=timing),
-        *_call_writes(state, response, limit, wrap_up=wrap_up),
+        *_response_writes(
+            state, response, head, wrap_up=wrap_up, context=context, timing=timing, typed=typed
+        ),
+        *_call_writes(
+            state,
+            response,
+            limit,
+            wrap_up=wrap_up,
+            answered=decision.answered if decision is not None else {},
+        ),
     ]
     new_state = state.model_copy(
         update={
@@ -85,6 +102,7 @@ def settle_response(
             "interrupted_rounds": 0,
             "usage": state.usage + response.usage,
             "last_entry_id": response_id(op, state.round),
+            **(decision.update if decision is not None else {}),
         }
     )
     output = _commit_round(
@@ -93,16 +111,42 @@ def settle_response(
         state,
         new_state,
         writes,
-        next_action="tools" if call_ids and not wrap_up else "finish",
-        call_ids=call_ids[:limit] if not wrap_up else [],
+        next_action=next_action,
+        call_ids=run_ids,
         wrap_up=wrap_up,
         frames_written=frames_written,
+        error=decision.error if decision is not None else None,
     )
     if output.next == "done":
         return output
     over = check_after_round(deps, storage, new_state)
     # The round's text is stored; failing now keeps it and runs none of its tool calls.
     return output if over is None else fail_output(state.session_id, op, output.next_round, over)
+
+
+def _typed_decision(
+    deps: HarnessDeps, state: OperationState, response: ModelResponse, *, wrap_up: bool
+) -> OutputDecision | None:
+    """A typed turn's decision about the round's result (None: a text turn)."""
+    spec = turn_output(deps, state)
+    if spec is None:
+        return None
+    ends = wrap_up or state.round + 1 >= deps.limits.max_steps
+    return decide_output(spec, state, response, deps.agent.output_retries, ends=ends)
+
+
+def _route(
+    decision: OutputDecision | None, call_ids: list[str], *, wrap_up: bool
+) -> tuple[NextAction, list[str]]:
+    """The next step and the calls it runs: a typed result's decision comes first; calls it
+    answered never run; a typed round with nothing left to run goes back to the model."""
+    if decision is not None and decision.next is not None:
+        return decision.next, []
+    answered = decision.answered if decision is not None else {}
+    run = [] if wrap_up else [c for c in call_ids if c not in answered]
+    if run:
+        return "tools", run
+    return ("model" if decision is not None and not wrap_up else "finish"), []
 
 
 def _response_writes(
@@ -113,6 +157,7 @@ def _response_writes(
     wrap_up: bool,
     context: dict[str, JsonValue] | None,
     timing: dict[str, JsonValue] | None = None,
+    typed: dict[str, JsonValue] | None = None,
 ) -> list[Write]:
     """The round's response entry after `head`, the head moved to it, and its usage row."""
     entry_id = response_id(state.op_id, state.round)
@@ -128,6 +173,7 @@ def _response_writes(
         **({"context": context} if context is not None else {}),
         **({"timing": timing} if timing is not None else {}),
         usage=usage_json(usage),
+        **(typed or {}),
     )
     return [
         insert_entry(entry_id, head, MESSAGE_ENTRY_TYPE, data),
@@ -137,16 +183,27 @@ def _response_writes(
 
 
 def _call_writes(
-    state: OperationState, response: ModelResponse, limit: int, *, wrap_up: bool
+    state: OperationState,
+    response: ModelResponse,
+    limit: int,
+    *,
+    wrap_up: bool,
+    answered: dict[str, tuple[str, bool]],
 ) -> list[Write]:
-    """A call state per tool call; the calls past `limit` are answered now, never run."""
+    """A call state per tool call; the calls past `limit`, and those a typed result's decision
+    `answered` (content, is_error), are answered now, never run."""
     calls = response.message.tool_calls
     writes: list[Write] = []
     for index, call in enumerate(calls):
         call_state = CallState(
             call_id=call.id, name=call.name, arguments=call.arguments, round=state.round
         )
-        if index >= limit and not wrap_up:
+        if call.id in answered:
+            content, is_error = answered[call.id]
+            call_state = call_state.model_copy(
+                update={"phase": "done", "is_error": is_error, "content": content}
+            )
+        elif index >= limit and not wrap_up:
             # Answered now, never run: the step output lists at most `limit` call ids.
             call_state = call_state.model_copy(
                 update={
@@ -210,6 +267,7 @@ def _commit_round(
     interrupted: bool = False,
     wrap_up: bool = False,
     frames_written: bool = False,
+    error: str | None = None,
 ) -> ModelStepOutput:
     """Commit a settled round with the new op state, fenced: the round's output (`next_action`
     to round + 1) if it committed, the `done` output if the turn ended meanwhile (the round is
@@ -241,6 +299,7 @@ def _commit_round(
         call_ids=call_ids or [],
         interrupted=interrupted,
         wrap_up=wrap_up,
+        error=clip(error) if error is not None else None,
     )
 
 
@@ -255,6 +314,20 @@ def recorded_output(
     call_ids = [c.id for c in message_from_json(data.get("message")).tool_calls]
     interrupted = bool(data.get("interrupted"))
     wrap_up = bool(data.get("wrap_up"))
+    typed_next = data.get("typed_next")
+    if isinstance(typed_next, str):
+        run = data.get("typed_run")
+        error = data.get("typed_error")
+        return ModelStepOutput(
+            session_id=state.session_id,
+            op_id=state.op_id,
+            round=round_,
+            next=typed_next,  # type: ignore[arg-type]
+            next_round=round_ + 1,
+            call_ids=[str(c) for c in run] if isinstance(run, list) else [],
+            wrap_up=wrap_up,
+            error=error if isinstance(error, str) else None,
+        )
     if interrupted:
         next_action = "model"
     elif call_ids and not wrap_up:

@@ -109,6 +109,7 @@ def _first_writes(deps: HarnessDeps, storage: Storage, inp: StartTurnInput, op: 
         user_id=inp.user_id,
         model=inp.model,
         model_settings=_recorded_settings(deps, inp),
+        output_schema=_checked_output_schema(deps, inp),
         started_at=now,
         deadline_at=now + deps.limits.wall_clock_seconds,
         user_entry_id=user_entry_id(op),
@@ -139,6 +140,15 @@ def _recorded_settings(deps: HarnessDeps, inp: StartTurnInput) -> dict[str, Any]
         raise StepInputError(str(exc)) from None
     recorded = merged.model_dump(mode="json", exclude_none=True)
     return recorded or None
+
+
+def _checked_output_schema(deps: HarnessDeps, inp: StartTurnInput) -> dict[str, Any] | None:
+    """The turn's own output schema once the agent allows and jsonschema accepts it."""
+    try:
+        deps.agent.turn_output(inp.output_schema)
+    except ValueError as exc:
+        raise StepInputError(str(exc)) from None
+    return inp.output_schema
 
 
 def _overdue_seconds(

@@ -138,8 +138,10 @@ async function pollUntilEnd(api, turnPath, state, deliver, handlers, signal) {
         turn_id: view.turn_id,
         status: view.status,
         error: view.error,
+        error_code: view.error_code,
         rounds: view.rounds,
         usage: view.usage,
+        output: view.output,
       };
     }
     if (page.events.length >= PAGE_LIMIT) continue; // more is waiting: read it at once

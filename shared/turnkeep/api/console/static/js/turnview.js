@@ -79,6 +79,14 @@ export class TurnView {
     this.approvals = new Map(); // call_id -> card element
     this.status = h("p", { class: "turn-status", "aria-live": "polite" }, "…");
     this.error = h("p", { class: "turn-error", role: "alert", hidden: true });
+    // A typed turn's validated result (docs/agent.md, "Typed results"): a JSON block.
+    this.resultJson = h("pre", { class: "turn-result-json" });
+    this.result = h(
+      "section",
+      { class: "turn-result", "aria-label": "result", hidden: true },
+      h("h3", {}, "Result"),
+      this.resultJson,
+    );
     this.body = h("div", { class: "turn-body" });
     this.timelineBox = h("div", { class: "turn-timeline", hidden: true });
     this.timelineToggle = h(
@@ -99,6 +107,7 @@ export class TurnView {
       ),
       this.timelineBox,
       this.body,
+      this.result,
       this.error,
     );
   }
@@ -129,6 +138,10 @@ export class TurnView {
     if (view.error) {
       this.error.textContent = `Error: ${view.error}`;
       this.error.hidden = false;
+    }
+    if (view.output !== undefined && view.output !== null) {
+      this.resultJson.textContent = JSON.stringify(view.output, null, 2);
+      this.result.hidden = false;
     }
     const live = isActive(view.status);
     if (!live) for (const card of this.approvals.values()) markDecided(card, null);
