@@ -254,3 +254,44 @@ def test_an_upload_body_over_one_mib_is_taken_on_the_upload_route_only(api: ApiH
         f"/sessions/{sid}/meta", content=b"{" + b" " * (2 * 1024 * 1024) + b"}", headers=auth()
     )
     assert other.status_code == 413
+
+
+TEXT_ONLY_MODEL = "bedrock:meta.llama3-1-8b-instruct-v1:0"
+
+
+@pytest.fixture
+def text_model_api() -> Any:
+    from tests.support.api_client import make_api_harness
+    from turnkeep.api.settings import ApiSettings
+
+    yield from make_api_harness(
+        run_turns=False, settings=ApiSettings(allowed_models=[TEXT_ONLY_MODEL])
+    )
+
+
+def test_a_turn_sending_an_image_to_a_model_without_images_is_refused_at_its_start(
+    text_model_api: ApiHarness,
+) -> None:
+    api = text_model_api
+    sid = api.session()
+    png = files.image("PNG", (12, 12))
+    ready = _upload(api, sid, png, "shot.png", "image/png").json()
+
+    refused = api.client.post(
+        f"/sessions/{sid}/turns",
+        json={"text": "look", "model": TEXT_ONLY_MODEL, "attachments": [ready["id"]]},
+        headers=auth(),
+    )
+
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert (error["code"], error["field"]) == ("attachment_unsupported", "attachments")
+    assert ready["id"] in error["message"] and "does not take images" in error["message"]
+    assert api.launcher.launched == []
+    # The same image goes to the default model, which takes it.
+    started = api.client.post(
+        f"/sessions/{sid}/turns",
+        json={"text": "look", "attachments": [ready["id"]]},
+        headers=auth(),
+    )
+    assert started.status_code == 202, started.text

@@ -42,6 +42,7 @@ from turnkeep.harness import (
     fail_turn,
     new_op_id,
 )
+from turnkeep.harness.attachment_checks import refusal_for
 from turnkeep.harness.state import head_address, user_entry_id
 
 logger = logging.getLogger("turnkeep.api")
@@ -128,6 +129,11 @@ def start(
         # The envelope and the branch head in one read where the stores share a table.
         envelope = ctx.owned_ahead(user, storage, values=[head_address()], head=True)
         attached = turn_attachments(ctx, storage, body.attachments)
+        model = _turn_model(ctx, body, envelope)
+        refused = refusal_for(model, attached)
+        if refused is not None:
+            # At the start, never from the provider mid-turn (docs/attachments.md).
+            raise ApiError(422, refused.code, str(refused), field="attachments")
         inp = StartTurnInput(
             session_id=session_id,
             op_id=op_id,
@@ -135,7 +141,7 @@ def start(
             text=body.text,
             # Recorded with the turn (and its settings): a resumed turn keeps its model even
             # if the default or the session's selection changes.
-            model=_turn_model(ctx, body, envelope),
+            model=model,
             model_settings=body.model_settings,
             attachments=attached,
             output_schema=body.output_schema,

@@ -21,6 +21,7 @@ from turnkeep.cli.ws import WS_URL_ENV, check_ws_url
 from turnkeep.envelope import turn_run_id, turn_status
 from turnkeep.harness import HarnessDeps, TurnConflictError, TurnResult
 from turnkeep.harness.approvals import ApprovalError, ApprovalInvalidError, decide
+from turnkeep.harness.attachment_checks import refusal_for
 from turnkeep.harness.io import AttachmentRef
 from turnkeep.harness.local_owner import (
     TurnFinding,
@@ -154,6 +155,9 @@ class LocalChat:
             ref = attach_local(self.deps, self.session_id, path)
         except AttachFailed as exc:
             return f"[attach refused: {exc}]"
+        refused = refusal_for(self.model, [*self._attached, ref])
+        if refused is not None:
+            return f"[attach refused: {refused}]"
         self._attached.append(ref)
         return attached_line(ref.name, ref.media_type, ref.size)
 
