@@ -93,3 +93,30 @@ def test_without_a_store_the_model_is_told_the_image_is_not_shown() -> None:
         assert "not shown: this deployment keeps no tool images" in result.content
     finally:
         session.close()
+
+
+def test_by_default_a_tools_image_becomes_a_ready_attachment_of_the_session() -> None:
+    from tests.support.wire_turns import SESSION
+    from turnkeep.attachments.store import AttachmentStore
+
+    session = WireSession(ScriptedProvider())
+    session.deps.agent = Agent(tools=[chart])
+    try:
+        assert session.turn("call chart {}").status == "completed"
+
+        (result,) = _results(session)
+        (reference,) = result.attachments
+        storage = session.deps.open_storage(SESSION)
+        try:
+            store = AttachmentStore(storage)
+            (record,) = store.records()
+            data = storage.blobs().get(record.id)
+        finally:
+            storage.close()
+        assert record.id == reference.attachment_id
+        assert (record.status, record.media_type) == ("ready", "image/png")
+        assert (record.width, record.height) == (6, 5)
+        assert data == png_bytes(6, 5)
+        assert "not shown" not in result.content
+    finally:
+        session.close()

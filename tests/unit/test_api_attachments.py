@@ -286,7 +286,8 @@ def test_a_turn_sending_an_image_to_a_model_without_images_is_refused_at_its_sta
     assert refused.status_code == 422, refused.text
     error = refused.json()["error"]
     assert (error["code"], error["field"]) == ("attachment_unsupported", "attachments")
-    assert ready["id"] in error["message"] and "does not take images" in error["message"]
+    assert ready["id"] in error["message"]
+    assert "does not take images" in error["message"]
     assert api.launcher.launched == []
     # The same image goes to the default model, which takes it.
     started = api.client.post(

@@ -14,7 +14,7 @@ from turnkeep.agent.definition import Agent, demo_agent
 from turnkeep.agent.session_tools import session_registry
 from turnkeep.envelope import EnvelopeStore
 from turnkeep.harness.live import LiveSink
-from turnkeep.harness.tool_images import ToolImageStore
+from turnkeep.harness.tool_images import SessionAttachmentImages, ToolImageStore
 from turnkeep.harness.tool_results import read_tool_result_tool
 from turnkeep.harness.transcript import TranscriptCache
 from turnkeep.notes import working_notes_tools
@@ -180,7 +180,7 @@ class HarnessDeps:
     live: LiveSink | None = None
     """Where watchers of a running turn get its live text and committed events (None: nobody
     watches but through storage; docs/api.md, "Live events")."""
-    tool_images: ToolImageStore | None = None
+    tool_images: ToolImageStore | None = field(default_factory=SessionAttachmentImages)
     """Where images a tool returns are kept as the session's attachments (None: left out with a
     note in the result; docs/attachments.md, "Images from tools")."""
 

@@ -2,18 +2,18 @@
 from tools"): the tool step stores each through a `ToolImageStore` and the result's transcript
 entry carries references only. An image the store refuses (a storage cap, a failed check) or
 that no store takes is left out with a line in the result text saying why, so the model is
-told and the turn goes on.
-
-UNFINISHED (issue #32 item 5): the session's attachment store (`turnkeep.attachments`,
-landing separately) becomes the default store; until then `HarnessDeps.tool_images` is None
-and a tool's images reach the model only as that note.
+told and the turn goes on. The default store is `SessionAttachmentImages`: each image becomes
+a ready attachment of the session, checked like an upload and deleted with the session.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Protocol
 
+from turnkeep.attachments.errors import AttachmentError
+from turnkeep.attachments.store import AttachmentStore
 from turnkeep.harness.state import ToolImageRef
 from turnkeep.storage import Storage
 from turnkeep.tools.images import Image
@@ -26,6 +26,31 @@ class ToolImageStore(Protocol):
         """Store `image` as a ready attachment of `storage`'s session named `name`; ValueError
         with a one-line reason when it is refused."""
         ...
+
+
+class SessionAttachmentImages:
+    """The default `ToolImageStore`: a tool's image is declared, checked from its bytes and
+    stored as a ready attachment of the session, under the same caps as an upload."""
+
+    def keep(self, storage: Storage, name: str, image: Image) -> ToolImageRef:
+        """Store `image`; ValueError with the store's one-line reason when it is refused."""
+        store = AttachmentStore(storage)
+        try:
+            declared = store.create(
+                name=name,
+                media_type=image.media_type,
+                size=len(image.data),
+                sha256=hashlib.sha256(image.data).hexdigest(),
+            )
+            record = store.receive(declared.id, image.data)
+        except AttachmentError as exc:
+            raise ValueError(str(exc)) from None
+        return ToolImageRef(
+            attachment_id=record.id,
+            name=record.name,
+            media_type=record.media_type,
+            size=record.size,
+        )
 
 
 def keep_tool_images(
