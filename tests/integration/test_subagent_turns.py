@@ -260,3 +260,25 @@ def test_a_sub_agent_of_a_sub_agent_runs_as_a_grandchild_turn_found_by_its_path(
     assert deps_for_session(h.deps, h.session_id).agent is h.deps.agent
     # Usage rolls up through both levels.
     assert result.subagent_usage.input_tokens > 0
+
+
+def test_a_typed_sub_agents_validated_result_is_the_calls_result_as_json(tmp_path: Path) -> None:
+    from pydantic import BaseModel
+
+    class Changelog(BaseModel):
+        title: str
+        items: list[str]
+
+    typed_writer = Agent(name="typed_writer", output_type=Changelog)
+    h = make_turn_harness(tmp_path)
+    h.deps.agent = _triage(typed_writer)
+    task = 'call final_result {"title": "2.4.0", "items": ["fix the login"]}'
+
+    result = run_turn(h.deps, h.session_id, USER, _call("typed_writer", task), op_id="op-typed")
+
+    assert result.status == "completed"
+    with h.storage() as storage:
+        messages = branch_messages(storage, load_head(storage))
+    (part,) = _results(messages)
+    assert not part.is_error
+    assert json.loads(part.content) == {"title": "2.4.0", "items": ["fix the login"]}

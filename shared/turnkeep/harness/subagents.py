@@ -5,14 +5,16 @@ derived from (parent session, parent turn, call id), so a delivery of the call t
 after a crash (the tool is replay-safe) finds the same child turn and resumes it from storage
 instead of starting another. The child has its own op id and scope (retired by its own terminal
 commit), instructions, tools, sources and model, and its own transcript; the parent's transcript
-keeps only the call and its result (the child's final text). Cancelling the parent cancels the
-child: the child's driver looks at the parent's envelope before each of its steps.
+keeps only the call and its result (the child's validated result as JSON where it has a typed
+one, else its final text). Cancelling the parent cancels the child: the child's driver looks at
+the parent's envelope before each of its steps.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -233,7 +235,7 @@ def answer(
 ) -> ToolResult:
     """The tool result of a child turn that ended `status` (or paused for an approval)."""
     if status == "completed":
-        return ToolResult(_final_text(deps, link) or "(the sub-agent answered with no text)")
+        return ToolResult(_completed_answer(deps, link))
     if status == "aborted":
         return ToolResult(f"Error: sub-agent {sub.name} was cancelled", True)
     if status == "awaiting_approval":
@@ -246,17 +248,26 @@ def answer(
     return ToolResult(f"Error: sub-agent {sub.name} failed: {error or status}", True)
 
 
-def _final_text(deps: HarnessDeps, link: ChildTurn) -> str:
+def _completed_answer(deps: HarnessDeps, link: ChildTurn) -> str:
+    """A completed child's validated result as JSON when it has a typed one, else its final
+    text (docs/agent.md, "Sub-agents")."""
     storage = deps.open_storage(link.session_id)
     try:
         record = load_record(storage, link.op_id)
-        if record is None or record.final_entry_id is None:
-            return ""
+        if record is None:
+            return _NO_TEXT
+        if record.output is not None:
+            return json.dumps(record.output, ensure_ascii=False)
+        if record.final_entry_id is None:
+            return _NO_TEXT
         entries = storage.get_entries([record.final_entry_id])
     finally:
         storage.close()
     message = entry_message(entries[0]) if entries else None
-    return message.text if message is not None else ""
+    return (message.text if message is not None else "") or _NO_TEXT
+
+
+_NO_TEXT = "(the sub-agent answered with no text)"
 
 
 def usage_of(link: ChildTurn) -> Usage:
