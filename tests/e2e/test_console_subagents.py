@@ -79,6 +79,13 @@ def test_a_sub_agent_calls_child_turn_opens_to_its_tool_call_and_final_text(
         assert status.startswith("completed · 2 rounds · ")
         assert " in / " in status
 
+        # The child's own timeline, from its session's route.
+        inner.locator(".timeline-toggle").click()
+        rows = inner.locator(".turn-timeline .tl-row")
+        rows.first.wait_for()
+        kinds = [row.get_attribute("data-kind") for row in rows.all()]
+        assert kinds == ["round", "tool", "round"]
+
         # The parent's own result is the child's final text; the parent's turn shows only
         # the call and its result, never the child's entries.
         assert "Tool count_words returned: 3" in result.locator("pre").first.inner_text()
