@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_console_browser import (
+    axe_critical,
     connect,
     new_session,
     send,
@@ -85,6 +86,8 @@ def test_a_sub_agent_calls_child_turn_opens_to_its_tool_call_and_final_text(
         rows.first.wait_for()
         kinds = [row.get_attribute("data-kind") for row in rows.all()]
         assert kinds == ["round", "tool", "round"]
+
+        assert axe_critical(page) == []  # the opened child turn keeps the page accessible
 
         # The parent's own result is the child's final text; the parent's turn shows only
         # the call and its result, never the child's entries.
