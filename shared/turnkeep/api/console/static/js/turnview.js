@@ -3,6 +3,7 @@
 // compaction summaries. History and live turns go through the same `apply`.
 
 import { attachmentList } from "./attachments.js";
+import { childTurn } from "./childturn.js";
 import { h, replaceChildren } from "./dom.js";
 import { approvalCard, markDecided } from "./approvals.js";
 import { describe, path } from "./api.js";
@@ -256,6 +257,10 @@ export class TurnView {
             { class: `tool-result${error ? " is-error" : ""}`, role: error ? "alert" : null },
             h("span", { class: "who" }, `${error ? "tool error" : "tool result"} · ${part.name}`),
             resultBody(part.content),
+            // A sub-agent call's result: its child turn, collapsed (docs/console.md).
+            event.subagent
+              ? childTurn(event.subagent, this.ctx, (id, ctx) => new TurnView(id, ctx))
+              : null,
           ),
         );
       }
