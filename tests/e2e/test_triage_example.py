@@ -7,6 +7,8 @@ as JSON and the typed child's `Readiness` shows as the tool result) (docs/agent.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.real_server import RealServer
+from tests.support.real_server import RealServer, repo_pythonpath
 from tests.support.triage_scripts import AGENT, DECISION, VERDICT, both_sub_agents
 
 ALICE = {"Authorization": "Bearer dev-alice"}
@@ -73,3 +75,36 @@ def test_turnkeep_serve_runs_the_triage_agent_with_both_sub_agents_and_a_typed_r
     assert sorted(c["status"] for c in children) == ["completed", "completed"]
     assert view["subagent_usage"]["input_tokens"] > 0
     assert server.tracebacks() == ""
+
+
+def _chat(args: list[str], cwd: Path, stdin: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEP_")}
+    clean["PYTHONPATH"] = repo_pythonpath()
+    return subprocess.run(
+        [sys.executable, "-m", "turnkeep.cli", "chat", *args],
+        cwd=cwd,
+        env=clean,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_turnkeep_chat_runs_the_triage_agent_and_prints_its_result_as_json(
+    tmp_path: Path,
+) -> None:
+    # One message over several lines: each but the last ends with a backslash.
+    message = " \\\n".join(both_sub_agents().splitlines())
+
+    done = _chat(["--agent", AGENT, "--session", "triage"], tmp_path, f"{message}\n/quit\n")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "turnkeep chat: session triage (agent release_triage, model scripted)" in out
+    # The typed child's Readiness is the call's result, as JSON; the writer's is its text.
+    assert f"<- check_readiness [ok] {json.dumps(VERDICT)}\n" in out
+    assert "<- write_changelog [ok] Tool ticket_summary returned: REL-101: " in out
+    assert "result> " + json.dumps(DECISION, indent=2) in out
+    assert "completed, 2 model rounds" in out
