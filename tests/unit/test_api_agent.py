@@ -336,6 +336,8 @@ def test_get_agent_lists_the_sub_agents_as_agent_tools_and_describes_each(api: A
                 "model": None,
                 "tools": ["bare_add"],
                 "sub_agents": [],
+                "output_schema": None,
             }
         ],
+        "output_schema": None,
     }

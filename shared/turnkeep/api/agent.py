@@ -51,6 +51,11 @@ class SubAgentView(BaseModel):
     model: str | None = Field(description="its model spec (null: the server's default)")
     tools: list[str] = Field(description="its own function tools and sub-agents, by name")
     sub_agents: list[SubAgentView] = Field(description="its own sub-agents, the same way")
+    output_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="the JSON schema of its typed result, the call's result as JSON "
+        "(null: its final text is the result)",
+    )
 
 
 def _sub_agents(agent: Agent) -> list[SubAgentView]:
@@ -62,6 +67,7 @@ def _sub_agents(agent: Agent) -> list[SubAgentView]:
             model=sub.agent.model,
             tools=[t.name for t in sub.agent.tools] + [s.name for s in sub.agent.agents],
             sub_agents=_sub_agents(sub.agent),
+            output_schema=sub.agent.output.schema if sub.agent.output is not None else None,
         )
         for sub in agent.agents
     ]

@@ -49,7 +49,8 @@ commands (anything else is a message to the model):
   /show [N] print tool result N (the latest without N) whole, as the model got it
   /attach PATH  attach a file (image or document) to your next message
   /help     this list
-  /quit     end the chat (also: /exit, Ctrl-D)"""
+  /quit     end the chat (also: /exit, Ctrl-D)
+a line ending with \\ goes on on the next one: a message of several lines"""
 
 
 class Terminated(KeyboardInterrupt):
@@ -92,7 +93,7 @@ def repl(inp: TextIO, out: TextIO, backend: ChatBackend) -> None:
         out.write("you> ")
         out.flush()
         try:
-            line = inp.readline()
+            line = _continued(inp.readline(), inp, out)
         except KeyboardInterrupt:
             out.write("\n")
             return
@@ -125,6 +126,19 @@ def repl(inp: TextIO, out: TextIO, backend: ChatBackend) -> None:
         else:
             backend.turn(text)
         out.flush()
+
+
+def _continued(line: str, inp: TextIO, out: TextIO) -> str:
+    """`line` with the lines that continue it: a line ending with `\\` goes on on the next
+    one, so one message may span lines (a multi-round script: providers/scripted.py)."""
+    while line.rstrip("\r\n").endswith("\\"):
+        out.write("...> ")
+        out.flush()
+        more = inp.readline()
+        line = line.rstrip("\r\n")[:-1].rstrip() + "\n" + more
+        if not more:
+            break
+    return line
 
 
 class LocalChat:
