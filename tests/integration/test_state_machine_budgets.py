@@ -2,7 +2,7 @@
 "Budgets"): the deployment's budgets (TURNKEEP_BUDGET_*, as the template passes its parameters)
 stop a turn run by the real step handlers, which ends `failed` with `budget_exceeded: ...` and
 its text so far kept; a user past their daily budget is refused the next start with a 429 by
-the API Lambda."""
+the API Lambda; and the session view of the API Lambda sums its turns' costs."""
 
 from __future__ import annotations
 
@@ -102,3 +102,23 @@ def test_a_user_past_their_daily_budget_is_refused_the_next_start_with_429_by_th
     assert refused["error"]["code"] == "budget_exceeded"
     assert refused["error"]["message"].startswith("your daily cost budget of $0.000001 is spent ($")
     assert f"(${spent / 1_000_000:.6f} today); it resets at " in refused["error"]["message"]
+
+
+@pytest.mark.parametrize("budgeted", [{"TURNKEEP_MODEL": "scripted?price=1,1"}], indirect=True)
+def test_the_api_lambdas_session_view_sums_its_turns_costs_on_dynamodb_and_s3(
+    budgeted: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    call = api_caller(budgeted, monkeypatch)
+    assert call("POST", "/sessions", {"session_id": SESSION})[0] == 201
+    costs: list[int] = []
+    for text in ("hello", "and again"):
+        status, started = call("POST", f"/sessions/{SESSION}/turns", {"text": text})
+        assert status == 202, started
+        finished_execution(budgeted, started["turn_id"])
+        turn = call("GET", f"/sessions/{SESSION}/turns/{started['turn_id']}", None)[1]
+        costs.append(turn["usage"]["cost_micros"])
+
+    view = call("GET", f"/sessions/{SESSION}", None)[1]
+
+    assert all(cost > 0 for cost in costs)
+    assert view["usage"]["cost_micros"] == sum(costs)
