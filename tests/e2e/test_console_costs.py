@@ -38,3 +38,32 @@ def test_a_turns_status_line_shows_its_cost(tmp_path: Path) -> None:
         assert micros > 0
         status = last_turn(page).locator(".turn-status").inner_text()
         assert status.endswith(f" · ${micros // 1_000_000}.{micros % 1_000_000:06d}"), status
+
+
+def _dollars(micros: int) -> str:
+    return f"${micros // 1_000_000}.{micros % 1_000_000:06d}"
+
+
+def test_the_session_header_shows_the_sum_of_its_turns_costs_after_each_turn(
+    tmp_path: Path,
+) -> None:
+    env = {"TURNKEEP_MODEL": "scripted?price=1,1"}  # 1 micro-dollar a token
+    with serving(tmp_path / "data", env) as server, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 860})
+        connect(page, server, "alice")
+        new_session(page, "Session costs")
+        client = api_client(server, "alice")
+
+        costs: list[int] = []
+        for number, text in enumerate(["hello there", "and what did all of this cost?"], 1):
+            wait_status(page, "completed", send(page, text))
+            sid = client.get("/sessions").json()["sessions"][0]["session_id"]
+            view = client.get(f"/sessions/{sid}").json()
+            costs.append(view["turn"]["usage"]["cost_micros"])
+            assert view["usage"]["cost_micros"] == sum(costs), number
+            shown = f"Session cost {_dollars(sum(costs))}"
+            page.wait_for_selector(f"#session-cost:text-is('{shown}')", timeout=10_000)
+
+        assert all(cost > 0 for cost in costs)
+        # Its turns' own lines still end with their own cost.
+        assert last_turn(page).locator(".turn-status").inner_text().endswith(_dollars(costs[-1]))

@@ -124,6 +124,16 @@ class TurnSummary(BaseModel):
     usage: dict[str, Any] | None = None
 
 
+class SessionUsage(BaseModel):
+    """A session's totals over all its turns' usage rows (docs/usage.md, "Seeing it")."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_micros: int = Field(default=0, description="integer micro-dollars (1 USD = 1,000,000)")
+
+
 class SessionView(BaseModel):
     """A session envelope as its owner sees it (host meta; working notes via /notes)."""
 
@@ -133,6 +143,11 @@ class SessionView(BaseModel):
     meta: dict[str, MetaValue] = Field(description="host meta keys")
     turn: TurnSummary
     has_working_notes: bool
+    usage: SessionUsage | None = Field(
+        default=None,
+        description="the session's totals over all its turns (GET /sessions/{id} only; "
+        "null in lists, which do not read each session's storage)",
+    )
 
 
 class SessionList(BaseModel):

@@ -111,8 +111,11 @@ def list_sessions(
 
 @router.get("/{session_id}", response_model=SessionView, responses=_SESSION)
 def get_session(ctx: Ctx, user: User, session_id: SessionId) -> SessionView:
-    """One of the caller's sessions."""
-    return session_view(ctx.owned(user, session_id))
+    """One of the caller's sessions, with its usage totals over all its turns."""
+    envelope = ctx.owned(user, session_id)
+    with ctx.storage(session_id) as storage:
+        stats = storage.get_stats()
+    return session_view(envelope, stats)
 
 
 @router.delete(

@@ -7,13 +7,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from turnkeep.api.models import SessionView, TurnSummary
+from turnkeep.api.models import SessionUsage, SessionView, TurnSummary
 from turnkeep.envelope import Envelope, turn_run_id, turn_status
+from turnkeep.storage import StorageStats
 from turnkeep.turn_rules import DELETE_MARKER
 
 
-def session_view(envelope: Envelope) -> SessionView:
-    """The owner's view of an envelope: host meta plus the latest turn summary."""
+def session_view(envelope: Envelope, usage: StorageStats | None = None) -> SessionView:
+    """The owner's view of an envelope: host meta plus the latest turn summary, and the
+    session's usage totals when `usage` (its storage's stats) is given."""
     meta = envelope.meta
     return SessionView(
         session_id=envelope.session_id,
@@ -22,6 +24,18 @@ def session_view(envelope: Envelope) -> SessionView:
         meta=envelope.host_meta(),
         turn=turn_summary(meta),
         has_working_notes=envelope.working_notes is not None,
+        usage=None if usage is None else session_usage(usage),
+    )
+
+
+def session_usage(stats: StorageStats) -> SessionUsage:
+    """A session's token and cost totals from its storage's stats."""
+    return SessionUsage(
+        input_tokens=stats.input_tokens,
+        output_tokens=stats.output_tokens,
+        cache_read_tokens=stats.cache_read_tokens,
+        cache_write_tokens=stats.cache_write_tokens,
+        cost_micros=stats.cost_micros,
     )
 
 

@@ -78,6 +78,7 @@ function connect(connection) {
       section: byId("session"),
       title: byId("session-title"),
       ident: byId("session-id"),
+      cost: byId("session-cost"),
       transcript: byId("transcript"),
       form: byId("composer"),
       input: byId("message"),

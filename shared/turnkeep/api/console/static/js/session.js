@@ -7,7 +7,7 @@ import { replaceChildren } from "./dom.js";
 import { followTurn } from "./follow.js";
 import { sessionLabel } from "./sessions.js";
 import { isActive } from "./statuses.js";
-import { TurnView } from "./turnview.js";
+import { dollars, TurnView } from "./turnview.js";
 
 const TRANSCRIPT_PAGE = 500;
 const STICK_PX = 80;
@@ -26,7 +26,7 @@ function turnOf(entryId) {
 
 export class SessionPanel {
   /**
-   * `nodes`: {section, title, ident, transcript, form, input, send, cancel, status, remove,
+   * `nodes`: {section, title, ident, cost, transcript, form, input, send, cancel, status, remove,
    * dialog}; `ctx`: {api, notify, onTurnEnded(view), onTurnEvent(event), onDeleted(id),
    * onConnection(state)}.
    */
@@ -76,9 +76,28 @@ export class SessionPanel {
   }
 
   showView(view) {
-    this.view = view;
+    // Only GET /sessions/{id} carries the totals: a renamed session's view keeps the last ones.
+    const same = this.view && this.view.session_id === view.session_id;
+    const usage = view.usage || (same ? this.view.usage : null);
+    this.view = { ...view, usage };
     this.nodes.title.textContent = sessionLabel(view);
     this.nodes.ident.textContent = view.session_id;
+    // The session's cost is the sum of its turns' (docs/usage.md, "Seeing it").
+    if (this.nodes.cost) {
+      this.nodes.cost.textContent = usage ? `Session cost ${dollars(usage.cost_micros)}` : "";
+    }
+  }
+
+  /** Read the session again for its totals after a turn ended (a failed read keeps the old). */
+  async refreshTotals() {
+    const sessionId = this.sessionId;
+    if (!sessionId) return;
+    try {
+      const view = await this.ctx.api.get(path("sessions", sessionId));
+      if (view.session_id === this.sessionId) this.showView(view);
+    } catch {
+      // the figures stay as they were until the next turn ends or the session is opened
+    }
   }
 
   async loadHistory() {
@@ -216,6 +235,7 @@ export class SessionPanel {
         if (!end || controller.signal.aborted) return;
         view.setStatus(end);
         this.setRunning(null);
+        this.refreshTotals();
         this.ctx.onTurnEnded?.(end);
       })
       .catch((error) => {
