@@ -88,8 +88,10 @@ def test_a_turn_streams_live_deltas_then_its_entries_and_ends_with_its_outcome(
         "turn_id": turn,
         "status": "completed",
         "error": None,
+        "error_code": None,
         "rounds": 1,
         "usage": page_usage,
+        "output": None,  # a typed turn's result (docs/agent.md); this agent has none
     }
     deltas = [e for e in events if e.kind == "delta"]
     assert deltas

@@ -151,10 +151,15 @@ def test_chat_url_attaches_through_the_api_and_s3s_presigned_post_to_a_turn(
     from tests.support.api_client import auth, make_api_harness
     from turnkeep.cli.attach import attach_remote
     from turnkeep.cli.remote import RemoteChat
+    from turnkeep.plumbing import clients
     from turnkeep.runtime.settings import TurnkeepSettings
 
     s3_endpoint, _moto, refusals = servers
     refusals.clear()
+    # The process's one botocore session keeps the credentials it resolved first; an earlier
+    # test in this worker may have resolved moto's, which sign a POST S3 (here, the stand-in)
+    # refuses with SignatureDoesNotMatch. A fresh session resolves the ones set below.
+    monkeypatch.setattr(clients, "_SESSION", None)
     for name, value in {
         "AWS_ACCESS_KEY_ID": "test",
         "AWS_SECRET_ACCESS_KEY": "test",

@@ -15,7 +15,7 @@ from turnkeep.api.errors import ApiError
 from turnkeep.api.models import error_responses
 from turnkeep.spend.report import usage_report
 
-router = APIRouter(tags=["usage"], responses=error_responses(400, 401, 405, 503))
+router = APIRouter(tags=["usage"], responses=error_responses(400, 401, 405, 422, 503))
 
 MAX_DAYS: Final = 366
 

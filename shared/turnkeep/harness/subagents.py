@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from turnkeep.agent.definition import Agent
 from turnkeep.agent.subagent import SubAgent, SubAgentInput
 from turnkeep.envelope import EnvelopeExistsError
+from turnkeep.envelope.keys import turn_run_id, turn_status
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import HarnessError
 from turnkeep.harness.io import StartTurnInput
@@ -219,7 +220,7 @@ def follow_parent_cancel(parent: HarnessDeps, child: HarnessDeps, link: ChildTur
 
     envelope = parent.envelopes.get(link.parent_session_id)
     meta = envelope.meta if envelope is not None else {}
-    cancelled = meta.get("turnRunId") != link.parent_op_id or meta.get("turnStatus") in (
+    cancelled = turn_run_id(meta) != link.parent_op_id or turn_status(meta) in (
         "cancelling",
         "aborted",
     )
