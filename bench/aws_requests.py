@@ -524,6 +524,10 @@ def deployed_env(template: dict[str, Any], function: str, machine_arn: str) -> d
         "TurnStateMachine": machine_arn,
         "AWS::Region": REGION,
         "AWS::URLSuffix": "amazonaws.com",
+        # The tool step's own machine ARN, `${AWS::StackName}-turn` (template.yaml).
+        "AWS::Partition": machine_arn.split(":")[1],
+        "AWS::AccountId": machine_arn.split(":")[4],
+        "AWS::StackName": machine_arn.rsplit(":", 1)[-1].removesuffix("-turn"),
     }
     env = deployed_environment(template, function, refs)
     env.pop("AWS_ENDPOINT_URL", None)  # empty in the template: the SDK's default (moto here)
