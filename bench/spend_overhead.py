@@ -9,6 +9,12 @@ requests are botocore calls counted on the storage's and the ledger's clients (o
 service, shared); SQLite has no request count, only time. Medians over the turns; the ratio is
 budgets / off. docs/usage.md quotes the figures.
 
+The "deployed" rows run the same turns the way a stack runs them: template.yaml's state machine
+executed by moto's Step Functions interpreter with the real step handlers
+(tests/support/state_machine.py), the budgets given as the template gives them
+(`TURNKEEP_BUDGET_*` from its Budget* parameters) and the price in the model spec
+(`scripted?price=1,1`); requests are every DynamoDB and S3 call of every step's Lambda.
+
     .venv/bin/python bench/spend_overhead.py            # 30 turns per case
     .venv/bin/python bench/spend_overhead.py --smoke    # 3 turns per case (CI)
 """
@@ -25,11 +31,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import boto3
+import pytest
 from moto import mock_aws
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.aws_template import create_bucket, create_table
+from tests.support.iam_policy import recording_aws_calls
+from tests.support.state_machine import deploy
+from tests.support.state_machine import run_turn as run_deployed_turn
 from turnkeep import Agent
 from turnkeep.envelope import open_envelope_store
 from turnkeep.harness import HarnessDeps, HarnessLimits, run_turn
@@ -119,6 +129,47 @@ def aws_case(count: int, budgets: bool) -> tuple[float, float]:
             deps.envelopes.close()
 
 
+DEPLOYED_BUDGETS = {
+    "TURNKEEP_BUDGET_TURN_TOKENS": str(HIGH.turn_tokens),
+    "TURNKEEP_BUDGET_TURN_COST": "1000",
+    "TURNKEEP_BUDGET_SESSION_COST": "1000",
+    "TURNKEEP_BUDGET_USER_DAILY_COST": "1000",
+    "TURNKEEP_BUDGET_DEPLOYMENT_DAILY_COST": "1000",
+}
+"""Every deployment budget set, high (the template's Budget* parameters, as environment)."""
+
+
+def deployed_case(count: int, budgets: bool) -> tuple[float, float]:
+    """Median ms and median DynamoDB+S3 requests of `count` turns through the state machine."""
+    from turnkeep.aws_lambda import container
+
+    monkeypatch = pytest.MonkeyPatch()
+    env = DEPLOYED_BUDGETS if budgets else {}
+    try:
+        # EMF lines would fill the figures; the metrics cost no storage request.
+        with deploy(monkeypatch, "STANDARD", POWERTOOLS_METRICS_DISABLED="true", **env) as deployed:
+            session = f"s-{uuid.uuid4().hex[:10]}"
+            model = "scripted?price=1,1"
+            run_deployed_turn(deployed, session, TEXT, model=model)  # warm
+            times, requests = [], []
+            for _ in range(count):
+                with recording_aws_calls(deployed.host.current_function) as log:
+                    started = time.perf_counter()
+                    _op, output = run_deployed_turn(deployed, session, TEXT, model=model)
+                    times.append((time.perf_counter() - started) * 1000)
+                assert output["status"] == "completed", output
+                calls = [c for c in log.calls if c.service in ("dynamodb", "s3")]
+                requests.append(len(calls))
+                by_op: dict[str, int] = {}
+                for call in calls:
+                    by_op[call.operation] = by_op.get(call.operation, 0) + 1
+                LAST_CALLS["deployed budgets" if budgets else "deployed off"] = by_op
+            return statistics.median(times), statistics.median(requests)
+    finally:
+        monkeypatch.undo()
+        container.reset_runtime()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="3 turns per case (CI)")
@@ -127,6 +178,7 @@ def main() -> None:
     cases: list[tuple[str, Callable[[int, bool], tuple[float, float]]]] = [
         ("sqlite", sqlite_case),
         ("aws (moto)", aws_case),
+        ("deployed", deployed_case),
     ]
     print(f"spend overhead per turn (2 model rounds + 1 tool call), median of {count} turns")
     print(f"{'backend':<12} {'case':<8} {'ms':>8} {'requests':>9}")
@@ -139,11 +191,16 @@ def main() -> None:
         print(
             f"{name:<12} {'ratio':<8} {on_ms / off_ms:>8.2f}x (+{on_ms - off_ms:.2f} ms{req_text})"
         )
-    off, on = LAST_CALLS.get("off", {}), LAST_CALLS.get("budgets", {})
-    added = {k: on.get(k, 0) - off.get(k, 0) for k in sorted({*off, *on})}
-    print(
-        "aws requests budgets add, by operation (last turn):", {k: v for k, v in added.items() if v}
-    )
+    for label, off_key, on_key in (
+        ("aws (moto)", "off", "budgets"),
+        ("deployed", "deployed off", "deployed budgets"),
+    ):
+        off, on = LAST_CALLS.get(off_key, {}), LAST_CALLS.get(on_key, {})
+        added = {k: on.get(k, 0) - off.get(k, 0) for k in sorted({*off, *on})}
+        print(
+            f"{label} requests budgets add, by operation (last turn):",
+            {k: v for k, v in added.items() if v},
+        )
 
 
 if __name__ == "__main__":
