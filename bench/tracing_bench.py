@@ -8,6 +8,12 @@ exporter to a real receiver on 127.0.0.1, batch export as in `turnkeep serve`) a
 `on+flush` (a flush after every step, as the Lambda handlers do). Prints per mode the median
 and p90 milliseconds per turn, the ratio to `off`, storage commits, spans and OTLP requests
 per turn. `--smoke` runs 4 turns per mode (CI).
+
+Then the same turns the way a stack runs them ("deployed"): template.yaml's state machine under
+moto's Step Functions interpreter with the real step handlers (tests/support/state_machine.py),
+tracing switched as the template's `OtlpEndpoint` parameter switches it
+(`OTEL_EXPORTER_OTLP_ENDPOINT`), each handler flushing as on Lambda: per mode the median ms, the
+DynamoDB+S3 requests of every step's Lambda, spans and OTLP requests per turn.
 """
 
 from __future__ import annotations
@@ -26,7 +32,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.support.iam_policy import recording_aws_calls
 from tests.support.otlp_receiver import OtlpReceiver, otlp_receiver
+from tests.support.state_machine import deploy
+from tests.support.state_machine import run_turn as run_deployed_turn
 from turnkeep import telemetry
 from turnkeep.envelope import open_envelope_store
 from turnkeep.harness import HarnessDeps, HarnessLimits, orchestrator, run_turn
@@ -161,12 +170,58 @@ def _print(
     print(f"added by tracing with a flush per step (Lambda): {added:+.2f} ms a turn (median)")
 
 
+def deployed(turns: int) -> None:
+    """Print the deployed rows: off and on, `turns` turns each after one warm turn."""
+    import pytest
+
+    from turnkeep.aws_lambda import container
+
+    print(f"deployed (template's state machine under moto): {turns} turns per mode")
+    print(f"{'mode':<10}{'median ms':>11}{'storage requests':>18}{'spans':>7}{'OTLP requests':>15}")
+    with otlp_receiver() as receiver:
+        for mode in ("off", "on"):
+            monkeypatch = pytest.MonkeyPatch()
+            env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url} if mode == "on" else {}
+            if mode == "off":
+                monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+            times: list[float] = []
+            storage: list[int] = []
+            before_requests, before_spans = receiver.requests, len(receiver.snapshot())
+            try:
+                with deploy(
+                    monkeypatch, "STANDARD", POWERTOOLS_METRICS_DISABLED="true", **env
+                ) as stack:
+                    session = f"s-{uuid.uuid4().hex[:10]}"
+                    run_deployed_turn(stack, session, SCRIPT)  # warm
+                    telemetry.flush()
+                    before_requests, before_spans = receiver.requests, len(receiver.snapshot())
+                    for _ in range(turns):
+                        with recording_aws_calls(stack.host.current_function) as log:
+                            start = time.perf_counter()
+                            _op, output = run_deployed_turn(stack, session, SCRIPT)
+                            times.append((time.perf_counter() - start) * 1000)
+                        if output["status"] != "completed":
+                            raise SystemExit(f"deployed {mode}: {output}")
+                        storage.append(sum(1 for c in log.calls if c.service in ("dynamodb", "s3")))
+            finally:
+                monkeypatch.undo()
+                container.reset_runtime()
+            telemetry.flush()
+            spans = (len(receiver.snapshot()) - before_spans) / turns
+            requests = (receiver.requests - before_requests) / turns
+            print(
+                f"{mode:<10}{statistics.median(times):>11.2f}"
+                f"{statistics.median(storage):>18.0f}{spans:>7.1f}{requests:>15.1f}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--smoke", action="store_true", help="4 turns per mode (CI)")
     parser.add_argument("--turns", type=int, default=40)
     args = parser.parse_args()
     run(4 if args.smoke else args.turns)
+    deployed(2 if args.smoke else 10)
 
 
 if __name__ == "__main__":
