@@ -130,7 +130,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="fewer turns, smaller files (CI)")
     smoke = parser.parse_args().smoke
-    turns, side, pdf_bytes = (2, 200, 256 * 1024) if smoke else (9, 1000, 4 * MB)
+    turns, side, pdf_bytes = (2, 200, 256 * 1024) if smoke else (9, 1000, 2 * MB)
     png = _noisy_png(side)
     pdf = files.pdf() + b"%" + os.urandom(pdf_bytes) + b"\n%%EOF\n"
     for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
