@@ -28,6 +28,7 @@ from tests.support.bedrock_wire import (
     decoded,
     stream_frames,
 )
+from turnkeep import Agent, Image, tool
 from turnkeep.attachments import AttachmentStore
 from turnkeep.envelope import MemoryEnvelopeStore
 from turnkeep.harness import HarnessDeps, HarnessLimits, run_turn
@@ -230,6 +231,29 @@ def test_a_model_in_another_region_than_the_bucket_gets_the_bytes(
 def _prepared(*parts: AttachmentPart) -> PreparedRound:
     request = ModelRequest("", (Message("user", (TextPart("look"), *parts)),))
     return PreparedRound(request, ContextPlan("none", (), (), None, 0, 0))
+
+
+@tool
+def chart() -> list[str | Image]:
+    """Draw the chart."""
+    return ["the chart:", Image(PNG, "sales.png")]
+
+
+def test_an_image_a_tool_returned_reaches_nova_as_its_s3_object_in_the_tool_result(
+    aws: Aws, wire: BedrockWire
+) -> None:
+    session = Session(aws, _bedrock(wire, NOVA))
+    session.deps.agent = Agent(tools=[chart])
+    session.refs = []
+
+    assert session.turn("call chart {}").status == "completed"
+
+    assert wire.invalid == []
+    result = wire.bodies[1]["messages"][2]["content"][0]["toolResult"]["content"]
+    assert result[0] == {"text": "the chart:"}
+    uri = result[1]["image"]["source"]["s3Location"]["uri"]
+    assert uri.startswith(f"s3://{aws.bucket}/tk/sessions/{session.session_id}/attachments/att-")
+    assert wire.received[1].resolved == {uri: PNG}
 
 
 def _references(session: Session) -> list[AttachmentPart]:
