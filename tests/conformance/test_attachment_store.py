@@ -5,6 +5,8 @@ long, deleted one by one (the record stays as removed) and with the session
 
 from __future__ import annotations
 
+from urllib.parse import parse_qs, urlsplit
+
 import pytest
 
 from tests.conformance.backends import BackendHarness
@@ -134,3 +136,51 @@ def test_a_turn_takes_at_most_the_per_turn_counts(backend: BackendHarness) -> No
         ids.append(record.id)
     with pytest.raises(AttachmentRefused, match="at most 1 images"):
         store.for_turn(ids)
+
+
+def _s3_object(backend: BackendHarness, uri: str) -> bytes:
+    from turnkeep.plumbing.clients import shared_client
+
+    region = parse_qs(urlsplit(backend.url).query)["region"][0]
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return bytes(shared_client("s3", region).get_object(Bucket=bucket, Key=key)["Body"].read())
+
+
+def test_a_ready_attachment_is_located_as_its_s3_object_only_where_the_store_is_s3(
+    backend: BackendHarness,
+) -> None:
+    png = files.image("PNG", (20, 10))
+    store = AttachmentStore(backend.open("s1"))
+    record = _declare(store, png)
+    store.receive(record.id, png)
+    [part] = store.for_turn([record.id])
+    region = parse_qs(urlsplit(backend.url).query).get("region", ["us-east-1"])[0]
+
+    located = store.locate(part, region, "123456789012")
+
+    if backend.name != "aws":
+        # The local backends keep the bytes in their own files: the model is sent those.
+        assert located is None
+        return
+    assert located is not None
+    assert located.s3_uri.endswith(f"/sessions/s1/attachments/{record.id}")
+    assert (located.bucket_owner, located.width, located.height) == ("123456789012", 20, 10)
+    assert located.data == b""
+    assert _s3_object(backend, located.s3_uri) == png
+    assert store.locate(part, "eu-west-1") is None  # another region than the bucket's
+
+
+def test_a_deleted_attachment_is_not_located(backend: BackendHarness) -> None:
+    png = files.image("PNG", (20, 10))
+    store = AttachmentStore(backend.open("s1"))
+    record = _declare(store, png)
+    store.receive(record.id, png)
+    [part] = store.for_turn([record.id])
+    store.delete(record.id)
+    region = parse_qs(urlsplit(backend.url).query).get("region", ["us-east-1"])[0]
+
+    if backend.name == "aws":
+        with pytest.raises(AttachmentNotReady):
+            store.locate(part, region)
+    else:
+        assert store.locate(part, region) is None

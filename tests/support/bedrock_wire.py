@@ -11,6 +11,12 @@ report and recorded in `invalid`, so a test can assert that nothing invalid was 
 `rules` emulate what a model family refuses although the service model allows it (see each rule's
 source in tests that use them); a rule sees the received request and returns the
 ValidationException message or None.
+
+`s3Location` sources are resolved through `s3` (a client of moto's S3) as Bedrock reads them
+with the caller's access: only for the families AWS lists as taking "Amazon S3 links for media"
+(Amazon Nova Lite, Pro and Premier), only from a bucket in the request's region (the SigV4
+credential scope's), owned by `bucketOwner` when one is given, and only an object that exists;
+anything else is a ValidationException. Without `s3` every `s3Location` is refused.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from typing import Any
 from urllib.parse import unquote
 
 import botocore.session
+from botocore.exceptions import ClientError
 from botocore.validate import ParamValidator
 
 from turnkeep.providers.base import (
@@ -104,6 +111,12 @@ class Received:
     model_id: str
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
+    resolved: dict[str, bytes] = field(default_factory=dict)
+    """The bytes of each `s3Location` URI the request named, as the server read them."""
+
+    def request(self) -> ModelRequest:
+        """The request as the neutral model sees it, S3 sources resolved to their bytes."""
+        return neutral_request(self.body, self.resolved)
 
 
 Rule = Callable[["Received"], str | None]
@@ -130,7 +143,18 @@ def validation_errors(operation: str, model_id: str, body: dict[str, Any]) -> st
 class BedrockWire:
     """The local server; answers come from `responder` or the `answers` queue."""
 
-    def __init__(self, responder: Responder | None = None, rules: list[Rule] | None = None):
+    def __init__(
+        self,
+        responder: Responder | None = None,
+        rules: list[Rule] | None = None,
+        *,
+        s3: Any = None,
+        account: str = "123456789012",
+    ):
+        self.s3 = s3
+        """moto's S3, where `s3Location` sources are read (None: every one is refused)."""
+        self.account = account
+        """The account owning the buckets `s3` sees (moto's default account)."""
         self.answers: list[Answer] = []
         self.received: list[Received] = []
         self.invalid: list[str] = []
@@ -156,7 +180,9 @@ class BedrockWire:
                 wire.received.append(received)
                 problem = validation_errors(operation, received.model_id, body)
                 if problem is None:
-                    problem = service_errors(body)
+                    problem = wire.resolve_s3_sources(received)
+                if problem is None:
+                    problem = service_errors(body, received.resolved)
                 if problem is not None:
                     wire.invalid.append(problem)
                     self._error(
@@ -222,6 +248,31 @@ class BedrockWire:
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )
+
+    def resolve_s3_sources(self, received: Received) -> str | None:
+        """Read every `s3Location` of the request into `received.resolved`, or the
+        ValidationException message of the first one Bedrock would refuse."""
+        for location in s3_locations(received.body):
+            uri = location["uri"]
+            if not S3_SOURCE_MODELS.search(received.model_id):
+                return f"The model {received.model_id} does not support S3 sources ({uri})."
+            if self.s3 is None:
+                return f"Unable to access the S3 object {uri}."
+            bucket, _, key = uri[len("s3://") :].partition("/")
+            try:
+                where = self.s3.get_bucket_location(Bucket=bucket)["LocationConstraint"]
+                data = self.s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+            except ClientError as exc:
+                code = exc.response.get("Error", {}).get("Code", "")
+                return f"Unable to access the S3 object {uri}: {code}."
+            region = request_region(received.headers)
+            if (where or "us-east-1") != region:
+                return f"The S3 object {uri} must be in the request's region {region}."
+            owner = location.get("bucketOwner")
+            if owner is not None and owner != self.account:
+                return f"The bucket of {uri} is not owned by account {owner}."
+            received.resolved[uri] = bytes(data)
+        return None
 
     @property
     def url(self) -> str:
@@ -335,12 +386,14 @@ def converse_body(response: ModelResponse) -> dict[str, Any]:
     }
 
 
-def neutral_request(body: dict[str, Any]) -> ModelRequest:
+def neutral_request(body: dict[str, Any], resolved: dict[str, bytes] | None = None) -> ModelRequest:
     """Map a received Converse request back to the neutral request (the server's view).
 
     Cache points and reasoning blocks are dropped (the scripted model has no use for them); the
-    `status` of a tool result becomes `is_error`.
+    `status` of a tool result becomes `is_error`; an `s3Location` source gets its bytes from
+    `resolved` (`Received.resolved`, read by the server).
     """
+    found = resolved or {}
     system = "".join(b.get("text", "") for b in body.get("system", []))
     names: dict[str, str] = {}
     messages: list[Message] = []
@@ -355,7 +408,7 @@ def neutral_request(body: dict[str, Any]) -> ModelRequest:
                 names[use["toolUseId"]] = use["name"]
                 parts.append(ToolCallPart(use["toolUseId"], use["name"], json.dumps(use["input"])))
             elif "image" in block or "document" in block:
-                parts.append(_received_attachment(block))
+                parts.append(_received_attachment(block, found))
             elif "toolResult" in block:
                 result = block["toolResult"]
                 text = "".join(c.get("text", "") for c in result["content"])
@@ -366,7 +419,9 @@ def neutral_request(body: dict[str, Any]) -> ModelRequest:
                         text,
                         result.get("status") == "error",
                         attachments=tuple(
-                            _received_attachment(c) for c in result["content"] if "image" in c
+                            _received_attachment(c, found)
+                            for c in result["content"]
+                            if "image" in c
                         ),
                     )
                 )
@@ -391,11 +446,16 @@ def neutral_request(body: dict[str, Any]) -> ModelRequest:
 _MEDIA = {fmt: media for media, fmt in {**IMAGE_FORMATS, **DOCUMENT_FORMATS}.items()}
 
 
-def _received_attachment(block: dict[str, Any]) -> AttachmentPart:
+def _received_attachment(block: dict[str, Any], resolved: dict[str, bytes]) -> AttachmentPart:
     """An image or document block as the neutral part the scripted model describes."""
     kind = "image" if "image" in block else "document"
     inner = block[kind]
-    data = decoded(inner["source"]["bytes"])
+    source = inner["source"]
+    data = (
+        resolved[source["s3Location"]["uri"]]
+        if "s3Location" in source
+        else decoded(source["bytes"])
+    )
     name = inner.get("name", f"{kind}.{inner['format']}")
     return AttachmentPart(f"wire-{kind}", name, _MEDIA[inner["format"]], len(data), data)
 
@@ -407,23 +467,30 @@ MAX_DOCUMENT_BYTES = 4_500_000
 _NAME_RULE = re.compile(r"[A-Za-z0-9\-()\[\]]+( [A-Za-z0-9\-()\[\]]+)*")
 
 
-def service_errors(body: dict[str, Any]) -> str | None:
+def service_errors(body: dict[str, Any], resolved: dict[str, bytes] | None = None) -> str | None:
     """What Bedrock refuses in a valid-shaped request: a document name outside its character
     rule or repeated, more than 20 images or 5 documents, an image over 3.75 MB or a
-    document over 4.5 MB (the error texts follow the service's ValidationException wording)."""
+    document over 4.5 MB (the error texts follow the service's ValidationException wording).
+    An `s3Location` source counts by the bytes `resolved` holds for it."""
+    found = resolved or {}
+
+    def data(source: dict[str, Any]) -> bytes:
+        if "s3Location" in source:
+            return found.get(source["s3Location"]["uri"], b"")
+        return decoded(source.get("bytes", ""))
+
     images: list[bytes] = []
     names: list[str] = []
     for message in body.get("messages", []):
         for block in message["content"]:
             inner = [block, *block.get("toolResult", {}).get("content", [])]
             for item in inner:
-                if "image" in item and "bytes" in item["image"]["source"]:
-                    images.append(decoded(item["image"]["source"]["bytes"]))
+                if "image" in item:
+                    images.append(data(item["image"]["source"]))
                 if "document" in item:
                     document = item["document"]
                     names.append(document["name"])
-                    size = len(decoded(document["source"].get("bytes", "")))
-                    if size > MAX_DOCUMENT_BYTES:
+                    if len(data(document["source"])) > MAX_DOCUMENT_BYTES:
                         return f"The document {document['name']} exceeds 4.5 MB."
     for name in names:
         if not _NAME_RULE.fullmatch(name):
@@ -441,6 +508,31 @@ def service_errors(body: dict[str, Any]) -> str | None:
     if any(len(image) > MAX_IMAGE_BYTES for image in images):
         return "An image exceeds 3.75 MB."
     return None
+
+
+# The families AWS's "Supported models and model features" table for Converse marks as taking
+# "Amazon S3 links for media" (no other family, Claude included, does).
+S3_SOURCE_MODELS = re.compile(r"amazon\.nova-(lite|pro|premier)")
+_SCOPE = re.compile(r"Credential=[^/]+/\d{8}/([a-z0-9-]+)/bedrock/aws4_request")
+
+
+def s3_locations(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every `s3Location` of a request's image and document sources, tool results' included."""
+    found: list[dict[str, Any]] = []
+    for message in body.get("messages", []):
+        for block in message["content"]:
+            for item in [block, *block.get("toolResult", {}).get("content", [])]:
+                for kind in ("image", "document", "video"):
+                    source = item.get(kind, {}).get("source", {})
+                    if "s3Location" in source:
+                        found.append(source["s3Location"])
+    return found
+
+
+def request_region(headers: dict[str, str]) -> str:
+    """The region a request was signed for (its SigV4 credential scope), '' when unsigned."""
+    match = _SCOPE.search(headers.get("authorization", ""))
+    return match.group(1) if match else ""
 
 
 def reasoning_blocks(body: dict[str, Any]) -> list[dict[str, Any]]:

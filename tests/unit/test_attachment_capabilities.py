@@ -100,3 +100,39 @@ def test_every_claude_after_claude_2_takes_images_and_claude_2_does_not() -> Non
         assert capabilities_for(f"bedrock:{model}").images, model
     assert not capabilities_for("bedrock:anthropic.claude-v2:1").images
     assert not capabilities_for("bedrock:anthropic.claude-instant-v1").images
+
+
+@pytest.mark.parametrize(
+    ("spec", "takes_s3"),
+    [
+        ("bedrock:amazon.nova-lite-v1:0", True),
+        ("bedrock:us.amazon.nova-pro-v1:0", True),
+        ("bedrock:global.amazon.nova-premier-v1:0", True),
+        ("bedrock:amazon.nova-micro-v1:0", False),
+        (CLAUDE, False),
+        ("bedrock:us.anthropic.claude-sonnet-4-20250514-v1:0", False),
+        ("bedrock:meta.llama3-2-90b-instruct-v1:0", False),
+        ("openai:https://x/v1#gpt-4o", False),
+        ("scripted", False),
+    ],
+)
+def test_only_nova_lite_pro_and_premier_take_s3_sources(spec: str, takes_s3: bool) -> None:
+    # AWS's "Supported models and model features" table, "Amazon S3 links for media".
+    assert capabilities_for(spec).s3_location is takes_s3
+
+
+def test_a_bedrock_provider_reads_s3_sources_in_its_clients_region_only_for_nova() -> None:
+    import boto3
+
+    from turnkeep.providers.bedrock import BedrockProvider
+
+    client = boto3.client(
+        "bedrock-runtime",
+        region_name="eu-west-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    assert BedrockProvider("eu.amazon.nova-lite-v1:0", client).s3_source_region() == "eu-west-1"
+    claude = CLAUDE.removeprefix("bedrock:")
+    assert BedrockProvider(claude, client).s3_source_region() is None
+    assert provider_from_config("scripted").s3_source_region() is None

@@ -207,3 +207,24 @@ def test_a_keep_share_over_the_threshold_set_by_variables_is_one_config_line(
         load_settings(TurnkeepSettings)
 
     assert "\n" not in str(raised.value)
+
+
+def test_the_attachment_source_and_bucket_owner_come_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TURNKEEP_ATTACHMENT_SOURCE", "bytes")
+    monkeypatch.setenv("TURNKEEP_ATTACHMENT_BUCKET_OWNER", "123456789012")
+
+    limits = TurnkeepSettings().limits
+
+    assert (limits.attachment_source, limits.attachment_bucket_owner) == ("bytes", "123456789012")
+    assert TurnkeepSettings(attachment_source="auto").limits.attachment_source == "auto"
+
+
+@pytest.mark.parametrize(
+    ("name", "bad"),
+    [("attachment_source", "s3"), ("attachment_bucket_owner", "12345")],
+)
+def test_an_unknown_attachment_source_or_a_malformed_owner_is_refused(name: str, bad: str) -> None:
+    with pytest.raises(ValidationError, match=name):
+        TurnkeepSettings(**{name: bad})

@@ -195,6 +195,29 @@ class AttachmentStore:
             raise AttachmentNotReady(part.attachment_id, status)
         return AttachmentPart(part.attachment_id, part.name, part.media_type, part.size, data)
 
+    def locate(self, part: AttachmentPart, region: str, owner: str = "") -> AttachmentPart | None:
+        """`part` as its S3 object (`s3_uri`, `bucket_owner`, the record's dimensions) where the
+        store is S3 in `region`, else None (load the bytes instead). AttachmentNotReady when
+        the attachment is no longer ready; a ready record's object exists (bytes are deleted
+        only with the record marked deleted, `delete`)."""
+        location = self.storage.blobs().location(part.attachment_id)
+        if location is None or location.region != region:
+            return None
+        record = self.get(part.attachment_id)
+        if record is None or record.status != "ready":
+            status = "deleted" if record is None else record.status
+            raise AttachmentNotReady(part.attachment_id, status)
+        return AttachmentPart(
+            part.attachment_id,
+            part.name,
+            part.media_type,
+            part.size,
+            s3_uri=location.uri,
+            bucket_owner=owner,
+            width=record.width or 0,
+            height=record.height or 0,
+        )
+
     # -- helpers ------------------------------------------------------------------------------
 
     def _pending(self, attachment_id: str) -> AttachmentRecord:

@@ -8,6 +8,7 @@ choice (the providers' side); this module loads what the request holds."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 from turnkeep.attachments import AttachmentNotReady, AttachmentStore
 from turnkeep.harness.context import PreparedRound
@@ -20,20 +21,37 @@ def removed_note(part: AttachmentPart) -> TextPart:
     return TextPart(f"[attachment {part.name!r} ({part.media_type}) was removed]")
 
 
+@dataclass(frozen=True, slots=True)
+class S3Sources:
+    """Send attachments as their S3 objects (`s3Location`) in `region` instead of their bytes;
+    `bucket_owner` is the bucket's account id ('' when unknown)."""
+
+    region: str
+    bucket_owner: str = ""
+
+
 class _Loader:
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Storage, s3: S3Sources | None) -> None:
         self._store = AttachmentStore(storage)
+        self._s3 = s3
         self._loaded: dict[str, AttachmentPart | None] = {}
 
     def attachment(self, part: AttachmentPart) -> AttachmentPart | None:
-        if part.data:
+        if part.data or part.s3_uri:
             return part
         if part.attachment_id not in self._loaded:
             try:
-                self._loaded[part.attachment_id] = self._store.load(part)
+                self._loaded[part.attachment_id] = self._fetch(part)
             except AttachmentNotReady:
                 self._loaded[part.attachment_id] = None
         return self._loaded[part.attachment_id]
+
+    def _fetch(self, part: AttachmentPart) -> AttachmentPart:
+        if self._s3 is not None:
+            located = self._store.locate(part, self._s3.region, self._s3.bucket_owner)
+            if located is not None:
+                return located
+        return self._store.load(part)
 
     def part(self, part: Part) -> Part:
         if isinstance(part, AttachmentPart):
@@ -62,11 +80,14 @@ def _holds_attachment(part: Part) -> bool:
     )
 
 
-def with_attachment_bytes(prepared: PreparedRound, storage: Storage) -> PreparedRound:
-    """`prepared` whose request carries every referenced attachment's bytes."""
+def with_attachment_bytes(
+    prepared: PreparedRound, storage: Storage, s3: S3Sources | None = None
+) -> PreparedRound:
+    """`prepared` whose request carries every referenced attachment's bytes, or with `s3` its
+    S3 object where the session's store is S3 in that region."""
     request = prepared.request
     if not any(_holds_attachment(p) for m in request.messages for p in m.parts):
         return prepared
-    loader = _Loader(storage)
+    loader = _Loader(storage, s3)
     messages = tuple(loader.message(m) for m in request.messages)
     return dataclasses.replace(prepared, request=dataclasses.replace(request, messages=messages))

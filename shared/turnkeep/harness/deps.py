@@ -131,6 +131,18 @@ class HarnessLimits(BaseModel):
         description="share of the input budget a request uses right after a compaction or "
         "window (room to grow before the next one)",
     )
+    attachment_source: Literal["auto", "bytes"] = Field(
+        default="auto",
+        description="how a Bedrock round sends attachments: `auto` as their S3 object "
+        "(`s3Location`) where the store is S3 and the model family takes it (Amazon Nova "
+        "Lite/Pro/Premier), else the bytes; `bytes`: always the bytes (docs/attachments.md)",
+    )
+    attachment_bucket_owner: str = Field(
+        default="",
+        pattern=r"^([0-9]{12})?$",
+        description="the account id of the S3 bucket's owner, sent as an `s3Location`'s "
+        "`bucketOwner` (Bedrock then reads only a bucket of that account); '' = not sent",
+    )
 
     @model_validator(mode="after")
     def _keep_below_threshold(self) -> HarnessLimits:

@@ -110,7 +110,8 @@ def openai_image_tokens(width: int, height: int) -> int:
 def attachment_tokens(part: AttachmentPart) -> int:
     """The tokens an attachment costs a request (the module docstring says how)."""
     if part.is_image:
-        size = image_size(part.data)
+        # An S3 source carries the record's dimensions instead of the header's bytes.
+        size = image_size(part.data) or ((part.width, part.height) if part.width else None)
         if size is None:
             return UNKNOWN_IMAGE_TOKENS
         return max(claude_image_tokens(*size), openai_image_tokens(*size))

@@ -72,7 +72,11 @@ class AttachmentPart:
 
     The transcript stores only the reference (`attachment_id`, name, media type, size); the
     harness loads `data` from the session's store when it builds a round's request, so a
-    provider always receives the checked bytes and never a URL to fetch.
+    provider receives the checked bytes and never a URL to fetch, except the one case where
+    the service reads the session's own object itself: `s3_uri` (with `bucket_owner`, the
+    bucket's account when known) for a Bedrock model that takes `s3Location` sources
+    (docs/attachments.md, "S3 sources"); `width` / `height` (0: unknown) then stand in for
+    the image header the context budget reads.
     """
 
     attachment_id: str
@@ -81,6 +85,10 @@ class AttachmentPart:
     size: int = 0
     data: bytes = b""
     kind: Literal["attachment"] = "attachment"
+    s3_uri: str = ""
+    bucket_owner: str = ""
+    width: int = 0
+    height: int = 0
 
     @property
     def is_image(self) -> bool:
@@ -311,6 +319,11 @@ class ModelProvider(ABC):
     context: ContextWindow = SCRIPTED_CONTEXT
     """The model's context window; `provider_from_config` sets it from the spec's `context=` and
     `reserve=` options or the family default (docs/providers.md)."""
+
+    def s3_source_region(self) -> str | None:
+        """The region whose S3 objects this model reads itself (Bedrock `s3Location` sources,
+        docs/attachments.md "S3 sources"), or None: it is sent attachments' bytes."""
+        return None
 
     @abstractmethod
     def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:

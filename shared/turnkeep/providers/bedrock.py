@@ -55,6 +55,7 @@ from turnkeep.providers.base import (
     Usage,
     check_transcript,
 )
+from turnkeep.providers.capabilities import capabilities_for
 from turnkeep.providers.settings import ModelSettings
 from turnkeep.providers.wire_attachments import converse_block, omitted_text, unique_document_names
 
@@ -174,6 +175,13 @@ class BedrockProvider(ModelProvider):
         if self._client is None:
             self._client = default_client(self._region_name)
         return self._client
+
+    def s3_source_region(self) -> str | None:
+        """The client's region where the model family takes `s3Location` sources (the
+        capability table; Bedrock reads only objects of buckets in the request's region)."""
+        if not capabilities_for(f"bedrock:{self.model_id}").s3_location:
+            return None
+        return self.client.meta.region_name or None
 
     # -- request --------------------------------------------------------------------------------
 

@@ -66,16 +66,27 @@ def _loaded(part: AttachmentPart) -> bytes:
     return part.data
 
 
+def converse_source(part: AttachmentPart) -> dict[str, Any]:
+    """An image's or document's Converse `source`: `s3Location` where the harness located the
+    part in the session's S3 prefix (docs/attachments.md, "S3 sources"), else the bytes."""
+    if part.s3_uri:
+        location = {"uri": part.s3_uri}
+        if part.bucket_owner:
+            location["bucketOwner"] = part.bucket_owner
+        return {"s3Location": location}
+    return {"bytes": _loaded(part)}
+
+
 def converse_block(part: AttachmentPart) -> dict[str, Any]:
     """The Converse content block of an attachment (also valid inside a `toolResult`)."""
     if part.is_image:
         image_format = IMAGE_FORMATS[part.media_type]
-        return {"image": {"format": image_format, "source": {"bytes": _loaded(part)}}}
+        return {"image": {"format": image_format, "source": converse_source(part)}}
     document_format = DOCUMENT_FORMATS[part.media_type]
     document = {
         "format": document_format,
         "name": document_name(part.name),
-        "source": {"bytes": _loaded(part)},
+        "source": converse_source(part),
     }
     return {"document": document}
 

@@ -39,6 +39,15 @@ class UploadForm:
     expires_at_ms: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class BlobLocation:
+    """Where a blob's bytes live for a service that reads them itself (Bedrock's `s3Location`):
+    the object's `s3://bucket/key` URI and the region of its bucket."""
+
+    uri: str
+    region: str
+
+
 class BlobStore(ABC):
     """Put, get and delete a session's blobs by name; names are validated here."""
 
@@ -65,6 +74,12 @@ class BlobStore(ABC):
     ) -> UploadForm | None:
         """A presigned direct upload of exactly `size` bytes of `media_type`, or None where the
         client uploads through the API instead (the local backends)."""
+        validate_blob_name(name)
+        return None
+
+    def location(self, name: str) -> BlobLocation | None:
+        """The S3 location of blob `name` where the store is S3, else None (the local
+        backends). The blob is not read, so it is not checked to exist either."""
         validate_blob_name(name)
         return None
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from turnkeep.agent.output import FINAL_RESULT_TOOL
 from turnkeep.envelope import Envelope
 from turnkeep.harness.approvals import approval_pause_seconds
-from turnkeep.harness.attachment_context import with_attachment_bytes
+from turnkeep.harness.attachment_context import S3Sources, with_attachment_bytes
 from turnkeep.harness.context import (
     ContextBudgetError,
     NothingToShrinkError,
@@ -311,8 +311,16 @@ class _RoundShape:
         return self._settings
 
     def prepare(self, *, target: int | None = None) -> PreparedRound:
-        # The transcript holds attachment references; the request gets their bytes.
-        return with_attachment_bytes(self._prepare(target), self._storage)
+        # The transcript holds attachment references; the request gets their bytes, or their
+        # S3 objects for a model that reads them itself (docs/attachments.md, "S3 sources").
+        return with_attachment_bytes(self._prepare(target), self._storage, self._s3_sources())
+
+    def _s3_sources(self) -> S3Sources | None:
+        limits = self._deps.limits
+        if limits.attachment_source != "auto":
+            return None
+        region = self._provider.s3_source_region()
+        return None if region is None else S3Sources(region, limits.attachment_bucket_owner)
 
     def _prepare(self, target: int | None) -> PreparedRound:
         return prepare_round(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from turnkeep.storage.blobs import BlobStore, UploadForm, validate_blob_name
+from turnkeep.storage.blobs import BlobLocation, BlobStore, UploadForm, validate_blob_name
 from turnkeep.storage.errors import StorageUnavailableError
 
 if TYPE_CHECKING:
@@ -66,6 +66,12 @@ class S3Blobs(BlobStore):
     def key(self, name: str) -> str:
         """The object key of blob `name`."""
         return self._prefix + validate_blob_name(name)
+
+    def location(self, name: str) -> BlobLocation | None:
+        """`s3://bucket/key` of blob `name` and the region of the client's bucket (the bucket is
+        the client's region's: the storage URL names one region for both)."""
+        region = self._s3().meta.region_name or ""
+        return BlobLocation(f"s3://{self._bucket}/{self.key(name)}", region)
 
     def _call(self, what: str, name: str, call: Callable[[], Any]) -> Any:
         try:
