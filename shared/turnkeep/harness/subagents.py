@@ -204,7 +204,10 @@ def subagent_named(agent: Agent, name: str) -> SubAgent | None:
 def _ensure_child_session(deps: HarnessDeps, link: ChildTurn, user_id: str) -> None:
     title = f"sub-agent {link.agent} of {link.parent_session_id}"[:200]
     try:
-        deps.envelopes.create(link.session_id, user_id, {"title": title})
+        # The parent marker rides in the create: listings hide the child, a delete finds it.
+        deps.envelopes.create(
+            link.session_id, user_id, {"title": title}, parent_session_id=link.parent_session_id
+        )
     except EnvelopeExistsError:
         return  # a delivery that runs again: the child exists
     storage = deps.open_storage(link.session_id)
