@@ -103,6 +103,11 @@ def remaining_seconds(approval: CallApproval, now: float) -> int:
     return max(1, math.ceil(approval.expires_at - now))
 
 
+def arguments_json(arguments: str) -> JsonValue:
+    """A call's arguments as JSON for its events (the text itself when it is not JSON)."""
+    return _arguments_json(arguments)
+
+
 def _arguments_json(arguments: str) -> JsonValue:
     try:
         parsed: JsonValue = json.loads(arguments) if arguments.strip() else {}
@@ -177,6 +182,11 @@ def refresh_status(deps: HarnessDeps, storage: Storage, state: OperationState) -
 def mark_awaiting(deps: HarnessDeps, session_id: str, op_id: str) -> None:
     """Assert `awaiting_approval` (the orchestrator, once a round's other calls are done)."""
     _set_status(deps, session_id, op_id, "running", "awaiting_approval")
+
+
+def mark_running(deps: HarnessDeps, session_id: str, op_id: str) -> None:
+    """`running` again after `awaiting_approval` (a parent whose child's request was decided)."""
+    _set_status(deps, session_id, op_id, "awaiting_approval", "running")
 
 
 def _set_status(deps: HarnessDeps, session_id: str, op_id: str, old: str, new: str) -> None:

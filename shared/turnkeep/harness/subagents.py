@@ -99,17 +99,29 @@ def run_child(deps: HarnessDeps, sub: SubAgent, task: str, ctx: ToolContext) -> 
     link, inner = start_child(
         deps, sub, task, session_id=ctx.session_id, op_id=ctx.operation_id, call_id=ctx.call_id
     )
+    # Driven again after a pause for the child's approval: the parent runs meanwhile.
+    resumed_parent(deps, ctx.session_id, ctx.operation_id)
     result = resume_turn(
         inner,
         link.session_id,
         link.op_id,
         before_step=lambda: follow_parent_cancel(deps, inner, link),
     )
+    if result.status == "awaiting_approval":
+        # The parent pauses with it: the tool step parks the call (harness/child_approvals.py).
+        ctx.extras["child_awaiting"] = result.approval_wait_seconds or 1
     ended = link.model_copy(
         update={"status": result.status, "usage": dataclasses.asdict(result.usage)}
     )
     ctx.extras["child"] = ended.model_dump(mode="json")
     return answer(inner, sub, ended, result.status, result.error)
+
+
+def resumed_parent(deps: HarnessDeps, session_id: str, op_id: str) -> None:
+    """The parent turn `running` again (from `awaiting_approval` only: a cancel wins)."""
+    from turnkeep.harness.approvals import mark_running
+
+    mark_running(deps, session_id, op_id)
 
 
 def start_child(
@@ -243,12 +255,8 @@ def answer(
     if status == "aborted":
         return ToolResult(f"Error: sub-agent {sub.name} was cancelled", True)
     if status == "awaiting_approval":
-        # Not built yet: the parent turn would have to pause with the child (issue #31).
-        return ToolResult(
-            f"Error: sub-agent {sub.name} paused for a person's approval, which sub-agents "
-            "do not support yet; its turn stays paused in its own session",
-            True,
-        )
+        # Only where no tool step parks the call (it pauses the parent with the child).
+        return ToolResult(f"Error: sub-agent {sub.name} waits for a person's approval", True)
     return ToolResult(f"Error: sub-agent {sub.name} failed: {error or status}", True)
 
 
