@@ -90,6 +90,10 @@ def test_approving_the_childs_request_on_the_parents_route_completes_both_turns(
     assert decided.status_code == 202, decided.text
     view = api.client.get(f"/sessions/{sid}/turns/{turn}", headers=auth()).json()
     assert view["status"] == "completed"
+    events = api.client.get(f"/sessions/{sid}/turns/{turn}/events", headers=auth()).json()
+    shown = [e for e in events["events"] if e["kind"] == "approval_decided"]
+    assert [(e["call_id"], e["decision"]) for e in shown] == [(pending["call_id"], "approve")]
+    assert shown[0]["subagent"]["agent"] == "mailer"
     assert _pending(api) == []
     transcript = api.client.get(f"/sessions/{sid}/transcript", headers=auth()).json()
     assert "sent to ops@example.com" in json.dumps(transcript["entries"])

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from turnkeep.harness.approvals import (
+    APPROVAL_DECIDED,
     APPROVAL_REQUESTED,
     ApprovalNotFoundError,
     Decided,
@@ -22,6 +23,8 @@ from turnkeep.harness.approvals import (
     decide,
 )
 from turnkeep.harness.deps import HarnessDeps
+from turnkeep.harness.errors import FencedWriteError
+from turnkeep.harness.progress import fenced_commit
 from turnkeep.harness.state import (
     ApprovalChoice,
     CallState,
@@ -160,7 +163,45 @@ def decide_in_tree(
         reason=reason,
         arguments=arguments,
     )
+    _show_decision(deps, session_id, op_id, request, decided.call)
     return decided, request
+
+
+def _show_decision(
+    deps: HarnessDeps, session_id: str, op_id: str, request: PendingRequest, call: CallState
+) -> None:
+    """The asked turn's `approval_decided` entry for its child's request (events, console)."""
+    made = call.approval.decision if call.approval is not None else None
+    if made is None or request.parent_call_id is None:
+        return
+    storage = deps.open_storage(session_id)
+    try:
+        parent_call = load_call(storage, op_id, request.parent_call_id)
+        if parent_call is None:
+            return
+        parent = response_id(op_id, parent_call.round)
+        key = f"{parent}:{request.parent_call_id}:{request.session_id}:{call.call_id}"
+        data: dict[str, JsonValue] = {
+            "op": op_id,
+            "round": parent_call.round,
+            "call_id": call.call_id,
+            "name": call.name,
+            "decision": made.decision,
+            "reason": made.reason,
+            "decided_by": made.decided_by,
+            "arguments": arguments_json(call.arguments),
+            "subagent": request.subagent(),
+        }
+        if made.arguments is not None:
+            data["edited_arguments"] = arguments_json(made.arguments)
+        try:
+            fenced_commit(
+                storage, op_id, [insert_entry(f"{key}:decision", parent, APPROVAL_DECIDED, data)]
+            )
+        except FencedWriteError:
+            return  # the parent ended meanwhile: the child's own entry records the decision
+    finally:
+        storage.close()
 
 
 def mirror_writes(
