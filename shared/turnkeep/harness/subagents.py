@@ -35,6 +35,9 @@ from turnkeep.tools.base import Tool, ToolContext, ToolResult
 CHILD_SESSION_PREFIX: Final = "sub-"
 """Every child session's id starts with it (`child_ids`)."""
 
+MAX_LINK_DEPTH: Final = 8
+"""Deeper than any definition allows (`max_agent_depth`): a walk up the links always ends."""
+
 PARENT_NS: Final = "subagent.parent"
 """Session value of a child session (key `link`): the parent session, turn and call."""
 

@@ -47,6 +47,7 @@ from turnkeep.harness.steps.common import (
     settle_envelope,
     terminal_patch,
 )
+from turnkeep.harness.subagent_waits import child_tokens_of
 from turnkeep.harness.subagents import cancel_children
 from turnkeep.storage import GuardFailedError, Storage, retire_scope, set_value
 from turnkeep.telemetry import genai
@@ -260,6 +261,9 @@ def _abort_if_parked(
     if state is None or not (waits_for_child or awaiting_calls(storage, state)):
         return CancelResult(session_id=session_id, op_id=op_id, status="cancelling")
     tokens = tokens_of(storage, state)  # read before the terminal commit retires the scope
+    if waits_for_child:
+        # Its waits for child executions too: the cancelled children end without it.
+        tokens += child_tokens_of(storage, state)
     record = commit_terminal(deps, storage, state, "aborted", "cancelled by request")
     return CancelResult(
         session_id=session_id, op_id=op_id, status=record.status, wake_tokens=tokens
