@@ -34,13 +34,14 @@ def _until(client: httpx.Client, sid: str, turn: str, wanted: set[str]) -> dict[
     raise AssertionError(f"turn {turn} never reached {wanted}")
 
 
-def _serve(tmp_path: Path) -> RealServer:
+def _serve(tmp_path: Path, **env: str) -> RealServer:
     return RealServer(
         tmp_path / "local",
         command=[sys.executable, "-m", "turnkeep.cli", "serve", "--agent", AGENT],
         extra_env={
             "SUBAGENT_MAIL_LOG": str(tmp_path / "mail.log"),
             "PYTHONPATH": repo_pythonpath(),
+            **env,
         },
     )
 
@@ -128,3 +129,24 @@ def test_chat_with_url_asks_about_the_childs_request_through_the_parents_routes(
     assert done.returncode == 0, done.stderr
     assert "?? approval needed: tool call send_mail" in done.stdout
     assert (tmp_path / "mail.log").read_text() == "ops@example.com\n"
+
+
+def test_serve_times_a_childs_unanswered_request_out_and_the_parent_completes(
+    tmp_path: Path,
+) -> None:
+    server = _serve(tmp_path, TURNKEEP_APPROVAL_TIMEOUT_SECONDS="2")
+    url = server.start()
+    try:
+        with httpx.Client(base_url=url, headers=ALICE, timeout=30) as client:
+            client.post("/sessions", json={"session_id": "mail-2"}).raise_for_status()
+            turn = client.post("/sessions/mail-2/turns", json={"text": TASK_TEXT}).json()["turn_id"]
+            _until(client, "mail-2", turn, {"awaiting_approval"})
+            view = _until(client, "mail-2", turn, {"completed", "failed", "aborted"})
+            page = client.get(f"/sessions/mail-2/turns/{turn}/events").json()
+    finally:
+        server.stop()
+
+    assert view["status"] == "completed"
+    results = [p for e in page["events"] if e.get("role") == "tool" for p in e["parts"]]
+    assert "(timed out). It did not run." in results[0]["content"]
+    assert not (tmp_path / "mail.log").exists()

@@ -148,3 +148,23 @@ def test_cancelling_the_parent_while_its_child_waits_ends_both_executions_aborte
     assert child_view["turn"]["status"] == "aborted"
     assert late == 409
     assert not mail_log.exists()
+
+
+@STANDARD_ONLY
+def test_a_childs_approval_nobody_answers_times_out_in_the_child_and_the_parent_goes_on(
+    deployed: Deployed, mail_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TURNKEEP_APPROVAL_TIMEOUT_SECONDS", "2")
+    container.reset_runtime()
+    call = api_caller(deployed, monkeypatch)
+    turn, pending = _paused(call)
+
+    child = finished_execution(deployed, pending["subagent"]["turn_id"])
+    parent = finished_execution(deployed, turn)
+
+    assert child["status"] == "SUCCEEDED", child
+    assert parent["status"] == "SUCCEEDED", parent
+    assert call("GET", f"/sessions/{SESSION}/turns/{turn}", None)[1]["status"] == "completed"
+    (result,) = tool_results(call, turn)
+    assert "(timed out). It did not run." in result["content"]
+    assert not mail_log.exists()
