@@ -55,4 +55,8 @@ def test_a_sub_agents_approval_card_is_marked_and_approving_it_completes_the_par
         wait_status(page, "completed", turn)
 
         assert (tmp_path / "mail.log").read_text() == "ops@example.com\n"
+        # The list holds the session the person started, not the sub-agent's child session.
+        page.reload()
+        page.locator("#session-list .session-button", has_text="mail").wait_for()
+        assert page.locator("#session-list .session-button").count() == 1
         assert errors == []
