@@ -150,3 +150,34 @@ def test_serve_times_a_childs_unanswered_request_out_and_the_parent_completes(
     results = [p for e in page["events"] if e.get("role") == "tool" for p in e["parts"]]
     assert "(timed out). It did not run." in results[0]["content"]
     assert not (tmp_path / "mail.log").exists()
+
+
+def test_a_restart_while_a_childs_request_waits_keeps_it_and_approving_it_completes_both(
+    tmp_path: Path,
+) -> None:
+    server = _serve(tmp_path)
+    server.start()
+    try:
+        with httpx.Client(base_url=server.url, headers=ALICE, timeout=30) as client:
+            client.post("/sessions", json={"session_id": "mail-3"}).raise_for_status()
+            turn = client.post("/sessions/mail-3/turns", json={"text": TASK_TEXT}).json()["turn_id"]
+            _until(client, "mail-3", turn, {"awaiting_approval"})
+        server.kill9()
+        server.start()
+        with httpx.Client(base_url=server.url, headers=ALICE, timeout=30) as client:
+            (pending,) = client.get("/approvals").json()["approvals"]
+            assert pending["subagent"]["path"] == ["mailer"]
+            decided = client.post(
+                f"/sessions/mail-3/turns/{turn}/approvals/{pending['call_id']}",
+                json={"decision": "approve"},
+            )
+            assert decided.status_code == 202, decided.text
+            view = _until(client, "mail-3", turn, {"completed", "failed", "aborted"})
+            child = client.get(f"/sessions/{pending['subagent']['session_id']}").json()
+    finally:
+        server.stop()
+
+    assert view["status"] == "completed"
+    assert child["turn"]["status"] == "completed"
+    assert (tmp_path / "mail.log").read_text() == "ops@example.com\n"
+    assert "Traceback" not in server.tracebacks()
