@@ -194,6 +194,7 @@ def test_envelope_with_every_key_at_its_cap_round_trips(store: EnvelopeStore) ->
         "turnStepCount": 2**63 - 1,
         "turnRateWindowStartedAt": 2**63 - 1,
         "turnRateWindowCount": 2**63 - 1,
+        "parentSessionId": "p" * SESSION_ID_MAX_LENGTH,
     }
     assert set(host) == HOST_META_KEYS
     assert set(worker) == WORKER_META_KEYS

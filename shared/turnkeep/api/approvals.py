@@ -20,10 +20,8 @@ from turnkeep.harness.approvals import (
     ApprovalConflictError,
     ApprovalError,
     ApprovalNotFoundError,
-    awaiting_calls,
-    decide,
 )
-from turnkeep.harness.state import load_state
+from turnkeep.harness.child_approvals import decide_in_tree, pending_requests
 
 logger = logging.getLogger("turnkeep.api")
 
@@ -65,6 +63,12 @@ class PendingApproval(BaseModel):
     arguments: Any = Field(description="the model's arguments (JSON; text if not valid JSON)")
     requested_at: int = Field(description="epoch ms")
     expires_at: int = Field(description="epoch ms: denied as timed out after this")
+    subagent: dict[str, Any] | None = Field(
+        default=None,
+        description="a sub-agent's child turn asks (`agent`, `path` of sub-agent names, its "
+        "`session_id` and `turn_id`, the parent's `call_id`); decide it on this `session_id`, "
+        "`turn_id` and `call_id` like any other (docs/approvals.md, 'Inside a sub-agent')",
+    )
 
 
 class ApprovalList(BaseModel):
@@ -99,7 +103,8 @@ def decide_call(
     """Approve, edit or deny a call that waits (202); 409 once decided or the turn ended."""
     ctx.owned(user, session_id)  # another user's session: 404
     try:
-        decided = decide(
+        # The turn's own call, or a request of one of its sub-agents' child turns.
+        decided, _child = decide_in_tree(
             ctx.runtime.deps,
             session_id,
             turn_id,
@@ -140,10 +145,17 @@ def wake(launcher: Launcher, session_id: str, op_id: str, tokens: list[str]) -> 
 def list_approvals(ctx: Ctx, user: User) -> ApprovalList:
     """Calls waiting for the caller's decision, across the caller's sessions."""
     found: list[PendingApproval] = []
+    # A running turn with sub-agents may wait for a child's request (on Step Functions the
+    # parent waits for the child's execution, not for a person), so it is looked at too.
+    asks = (
+        {"awaiting_approval", "running"} if ctx.runtime.deps.agent.agents else {"awaiting_approval"}
+    )
     for envelope in ctx.runtime.envelopes.list_for_owner(user):
         meta = envelope.meta
         op_id = turn_run_id(meta)
-        if turn_status(meta) != "awaiting_approval" or not isinstance(op_id, str):
+        if envelope.parent_session_id is not None:
+            continue  # a child's requests are listed under the turn that called it
+        if turn_status(meta) not in asks or not isinstance(op_id, str):
             continue
         found.extend(_pending(ctx, envelope.session_id, op_id))
     found.sort(key=lambda p: (p.requested_at, p.session_id, p.call_id))
@@ -151,13 +163,9 @@ def list_approvals(ctx: Ctx, user: User) -> ApprovalList:
 
 
 def _pending(ctx: ApiContext, session_id: str, op_id: str) -> list[PendingApproval]:
-    with ctx.storage(session_id) as storage:
-        state = load_state(storage, op_id)
-        if state is None:
-            return []
-        calls = awaiting_calls(storage, state)
     items = []
-    for call in calls:
+    for request in pending_requests(ctx.runtime.deps, session_id, op_id):
+        call = request.call
         if call.approval is None:  # awaiting_calls returns requests only
             continue
         try:
@@ -173,6 +181,7 @@ def _pending(ctx: ApiContext, session_id: str, op_id: str) -> list[PendingApprov
                 arguments=arguments,
                 requested_at=int(call.approval.requested_at * 1000),
                 expires_at=int(call.approval.expires_at * 1000),
+                subagent=request.subagent(),
             )
         )
     return items

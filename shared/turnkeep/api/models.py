@@ -143,6 +143,11 @@ class SessionView(BaseModel):
     meta: dict[str, MetaValue] = Field(description="host meta keys")
     turn: TurnSummary
     has_working_notes: bool
+    parent_session_id: str | None = Field(
+        default=None,
+        description="a sub-agent call's child session: the session of the calling turn "
+        "(docs/agent.md, 'Sub-agents'); null for a session a person started",
+    )
     usage: SessionUsage | None = Field(
         default=None,
         description="the session's totals over all its turns (GET /sessions/{id} only; "

@@ -95,6 +95,8 @@ def resume_unfinished(runtime: Runtime, launcher: LocalLauncher) -> list[str]:
     session_ids.update(runtime.envelopes.local_session_ids() or ())
     resumed = []
     for session_id in sorted(session_ids):
+        if _is_child(runtime, session_id):
+            continue  # a sub-agent's child turn: its parent's launch drives it (docs/agent.md)
         if _relaunch_waiting(runtime, launcher, session_id):
             resumed.append(session_id)
             continue
@@ -118,6 +120,15 @@ def resume_unfinished(runtime: Runtime, launcher: LocalLauncher) -> list[str]:
             continue
         resumed.append(f"{session_id}/{finding.op_id}")
     return resumed
+
+
+def _is_child(runtime: Runtime, session_id: str) -> bool:
+    """Whether `session_id` is a sub-agent call's child session (its envelope says so)."""
+    try:
+        envelope = runtime.deps.envelopes.get(session_id)
+    except ValueError:
+        return False
+    return envelope is not None and envelope.parent_session_id is not None
 
 
 def _relaunch_waiting(runtime: Runtime, launcher: LocalLauncher, session_id: str) -> bool:

@@ -31,6 +31,7 @@ from turnkeep.envelope import (
 from turnkeep.envelope.caps import WORKING_NOTES_MAX_BYTES
 from turnkeep.events import CURSOR_MAX, transcript_page
 from turnkeep.harness import reconcile_envelope
+from turnkeep.harness.session_removal import is_child_session, remove_session_tree
 from turnkeep.storage import open_repository
 from turnkeep.turn_rules import DELETE_MARKER, STARTABLE_STATUSES
 
@@ -88,20 +89,31 @@ SessionCursor = Annotated[
 SessionLimit = Annotated[
     int | None, Query(ge=1, le=1000, description="page size (absent: every session)")
 ]
+ChildrenFlag = Annotated[
+    bool,
+    Query(
+        description="also list sub-agent child sessions (each names its `parent_session_id`); "
+        "by default a listing holds only the sessions a person started"
+    ),
+]
 
 
 @router.get("", response_model=SessionList, responses=error_responses(422))
 def list_sessions(
     ctx: Ctx,
     user: User,
+    *,
     order: SessionOrder = "oldest",
     cursor: SessionCursor = None,
     limit: SessionLimit = None,
+    children: ChildrenFlag = False,
 ) -> SessionList:
-    """The caller's sessions, oldest first unless `order=newest`; paged when `limit` is given."""
-    page, next_cursor = session_page(
-        ctx.runtime.envelopes.list_for_owner(user), order=order, cursor=cursor, limit=limit
-    )
+    """The caller's sessions, oldest first unless `order=newest`; paged when `limit` is given.
+    Sub-agent child sessions are left out unless `children=true` (docs/agent.md)."""
+    listed = ctx.runtime.envelopes.list_for_owner(user)
+    if not children:
+        listed = [e for e in listed if not is_child_session(e)]
+    page, next_cursor = session_page(listed, order=order, cursor=cursor, limit=limit)
     deps = ctx.runtime.deps
     return SessionList(
         sessions=[session_view(reconcile_envelope(deps, e)) for e in page],
@@ -125,7 +137,8 @@ def get_session(ctx: Ctx, user: User, session_id: SessionId) -> SessionView:
     responses={**_SESSION, **error_responses(409)},
 )
 def delete_session(ctx: Ctx, user: User, session_id: SessionId) -> Response:
-    """Remove the envelope and every stored record of the session; 409 while a turn runs."""
+    """Remove the envelope and every stored record of the session and of its sub-agent child
+    sessions; 409 while a turn runs."""
     ctx.owned(user, session_id)
     envelopes = ctx.runtime.envelopes
     try:
@@ -147,10 +160,9 @@ def delete_session(ctx: Ctx, user: User, session_id: SessionId) -> Response:
             ) from None
     repository = open_repository(ctx.runtime.storage_url)
     try:
-        repository.delete_session(session_id)
+        remove_session_tree(envelopes, repository, user, session_id)
     finally:
         repository.close()
-    envelopes.delete(session_id)
     return Response(status_code=204)
 
 

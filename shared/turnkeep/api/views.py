@@ -24,6 +24,7 @@ def session_view(envelope: Envelope, usage: StorageStats | None = None) -> Sessi
         meta=envelope.host_meta(),
         turn=turn_summary(meta),
         has_working_notes=envelope.working_notes is not None,
+        parent_session_id=envelope.parent_session_id,
         usage=None if usage is None else session_usage(usage),
     )
 

@@ -206,11 +206,22 @@ def _add_sessions(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "default .local/turnkeep.db).",
     )
     actions = sessions.add_subparsers(dest="action", required=True, metavar="ACTION")
-    actions.add_parser("list", help="one line per session", description="One line per session.")
+    listing = actions.add_parser(
+        "list", help="one line per session", description="One line per session."
+    )
+    listing.add_argument(
+        "--children",
+        action="store_true",
+        help="also list sub-agent child sessions (each with its parent)",
+    )
     for name, text in (
         ("show", "a session's details, its latest turn and who drives it"),
         ("notes", "a session's working notes"),
-        ("delete", "delete a session and everything stored for it (not while a turn runs)"),
+        (
+            "delete",
+            "delete a session, its sub-agent child sessions and everything stored for them "
+            "(not while a turn runs)",
+        ),
     ):
         action = actions.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
         action.add_argument("session_id", metavar="SESSION_ID")

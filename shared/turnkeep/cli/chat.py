@@ -20,8 +20,9 @@ from turnkeep.cli.result_block import result_block
 from turnkeep.cli.ws import WS_URL_ENV, check_ws_url
 from turnkeep.envelope import turn_run_id, turn_status
 from turnkeep.harness import HarnessDeps, TurnConflictError, TurnResult
-from turnkeep.harness.approvals import ApprovalError, ApprovalInvalidError, decide
+from turnkeep.harness.approvals import ApprovalError, ApprovalInvalidError
 from turnkeep.harness.attachment_checks import refusal_for
+from turnkeep.harness.child_approvals import decide_in_tree, pending_requests
 from turnkeep.harness.io import AttachmentRef
 from turnkeep.harness.local_owner import (
     TurnFinding,
@@ -34,7 +35,6 @@ from turnkeep.harness.local_owner import (
     settle_ended,
 )
 from turnkeep.harness.orchestrator import ToolOutcome
-from turnkeep.harness.state import load_call
 from turnkeep.harness.steps import abort_turn, cancel_turn
 from turnkeep.runtime.build import Runtime
 
@@ -233,22 +233,18 @@ class LocalChat:
         """Ask about each waiting call, record the answers, drive the turn on."""
         if self.ask is None:  # the caller checks; nothing to ask with
             return result
-        for call_id in result.awaiting_call_ids:
-            storage = self.deps.open_storage(self.session_id)
-            try:
-                call = load_call(storage, result.op_id, call_id)
-            finally:
-                storage.close()
-            if call is None:
-                continue
+        # The turn's own calls and its sub-agents' child turns' (docs/approvals.md).
+        for request in pending_requests(self.deps, self.session_id, result.op_id):
+            call = request.call
+            where = f" [sub-agent {' > '.join(request.path)}]" if request.path else ""
             while True:
-                answer = self.ask(call.name, call.arguments)
+                answer = self.ask(f"{call.name}{where}", call.arguments)
                 try:
-                    decide(
+                    decide_in_tree(
                         self.deps,
                         self.session_id,
                         result.op_id,
-                        call_id,
+                        call.call_id,
                         user_id=self.user,
                         decision=answer.decision,
                         reason=answer.reason,

@@ -14,6 +14,7 @@ from typing import TextIO
 
 from turnkeep.envelope import EnvelopeConflictError, turn_run_id, turn_status
 from turnkeep.harness.local_owner import TurnFinding, inspect_turn
+from turnkeep.harness.session_removal import remove_session_tree
 from turnkeep.runtime.build import Runtime
 from turnkeep.storage import open_repository
 from turnkeep.turn_rules import DELETE_MARKER, STARTABLE_STATUSES
@@ -53,8 +54,9 @@ def _verdict(finding: TurnFinding) -> str:
     }[finding.verdict]
 
 
-def list_sessions(runtime: Runtime, out: TextIO) -> int:
-    """One line per stored session: id, owner user, title, last update, turn status."""
+def list_sessions(runtime: Runtime, out: TextIO, *, children: bool = False) -> int:
+    """One line per stored session: id, owner user, title, last update, turn status; a
+    sub-agent's child session only with `children` (then with its parent)."""
     ids = _session_ids(runtime)
     if not ids:
         out.write(f"no sessions in {runtime.storage_url}\n")
@@ -64,11 +66,15 @@ def list_sessions(runtime: Runtime, out: TextIO) -> int:
         if envelope is None:
             out.write(f"{session_id}  (no envelope: stored records only)\n")
             continue
+        parent = envelope.parent_session_id
+        if parent is not None and not children:
+            continue
         title = envelope.meta.get("title") or "-"
         turn = _turn_text(runtime, session_id, envelope.meta)
+        below = f"  parent={parent}" if parent is not None else ""
         out.write(
             f"{session_id}  user={envelope.owner_id}  title={title!s}  "
-            f"updated={_time(envelope.updated_at)}  turn={turn}\n"
+            f"updated={_time(envelope.updated_at)}  turn={turn}{below}\n"
         )
     return 0
 
@@ -110,7 +116,8 @@ def show_notes(runtime: Runtime, session_id: str, out: TextIO) -> int:
 
 
 def delete_session(runtime: Runtime, session_id: str, out: TextIO) -> int:
-    """Delete the session like the API's DELETE: claim it, remove storage, then the envelope.
+    """Delete the session like the API's DELETE: claim it, remove its child sessions, its
+    storage, then its envelope.
 
     1 if it does not exist or a turn runs (a turn left by a dead process is ended first by
     `turnkeep chat --session ID` then /cancel: deleting never hides a running turn).
@@ -133,11 +140,11 @@ def delete_session(runtime: Runtime, session_id: str, out: TextIO) -> int:
             return 1
     repository = open_repository(runtime.storage_url)
     try:
-        repository.delete_session(session_id)
+        children = remove_session_tree(envelopes, repository, envelope.owner_id, session_id)
     finally:
         repository.close()
-    envelopes.delete(session_id)
-    out.write(f"deleted session {session_id}\n")
+    also = f" and {len(children)} sub-agent child session(s)" if children else ""
+    out.write(f"deleted session {session_id}{also}\n")
     return 0
 
 
@@ -145,7 +152,7 @@ def run_sessions(args: argparse.Namespace, runtime: Runtime, out: TextIO) -> int
     """Dispatch `turnkeep sessions <action>`."""
     action = args.action
     if action == "list":
-        return list_sessions(runtime, out)
+        return list_sessions(runtime, out, children=args.children)
     if action == "show":
         return show_session(runtime, args.session_id, out)
     if action == "notes":

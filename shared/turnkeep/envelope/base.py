@@ -83,12 +83,22 @@ class EnvelopeStore(ABC):
     # -- public API -----------------------------------------------------------------------------
 
     def create(
-        self, session_id: str, owner_id: str, host_meta: Mapping[str, MetaScalar] | None = None
+        self,
+        session_id: str,
+        owner_id: str,
+        host_meta: Mapping[str, MetaScalar] | None = None,
+        *,
+        parent_session_id: str | None = None,
     ) -> Envelope:
-        """Store a new envelope with `host_meta`; `EnvelopeExistsError` when one exists."""
+        """Store a new envelope with `host_meta`; `EnvelopeExistsError` when one exists.
+
+        `parent_session_id` marks a child session (a sub-agent call's) in the same write, so
+        `list_for_owner` callers can filter children out and find a parent's children."""
         sid = keys.validate_session_id(session_id)
         oid = keys.validate_owner_id(owner_id)
         meta = keys.validate_host_meta({} if host_meta is None else host_meta)
+        if parent_session_id is not None:
+            meta["parentSessionId"] = keys.validate_parent_session_id(parent_session_id)
         self._check_open()
         return self._decode_written(self._create(sid, oid, meta, self._clock()))
 

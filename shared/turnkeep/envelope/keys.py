@@ -147,6 +147,13 @@ def sanitize_working_notes(value: object) -> str | None:
     return text if size <= caps.WORKING_NOTES_MAX_BYTES else None
 
 
+def _session_ref(value: object) -> MetaScalar:
+    problem = session_id_problem(value)
+    if problem is not None:
+        raise _Invalid(problem)
+    return value  # type: ignore[return-value]  # the rule admits only str
+
+
 def _notes(value: object) -> MetaScalar | None:
     # Trim, then: empty = clear (None, the "present empty string" clear, docs/envelope.md); over-cap
     # is an error, never a truncation.
@@ -235,6 +242,14 @@ _SPECS: Final[tuple[KeySpec, ...]] = (
         caps.USAGE_MAX_BYTES,
         _json_object(caps.USAGE_MAX_BYTES),
         "JSON object of usage counters",
+    ),
+    KeySpec(
+        "parentSessionId",
+        "worker",
+        caps.IDENT_MAX_BYTES,
+        _session_ref,
+        "a child session's parent (sub-agent calls, docs/agent.md): set when the envelope is "
+        "created, so listings filter children out and a delete finds them in one listing",
     ),
     KeySpec("turnStartedAt", "worker", caps.INT_MAX_TEXT_BYTES, _counter, "turn start, epoch ms"),
     KeySpec("turnFinishedAt", "worker", caps.INT_MAX_TEXT_BYTES, _counter, "turn end, epoch ms"),
@@ -388,6 +403,11 @@ def validate_host_meta(meta: object) -> dict[str, MetaScalar]:
             result[key] = checked
     _check_total(result, "host meta")
     return result
+
+
+def validate_parent_session_id(value: object) -> str:
+    """A parent session id for `EnvelopeStore.create(parent_session_id=)` (the session-id rule)."""
+    return validate_session_id(value)
 
 
 def validate_worker_patch(patch: object) -> dict[str, MetaScalar | None]:

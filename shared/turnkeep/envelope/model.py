@@ -28,6 +28,12 @@ class Envelope(BaseModel):
 
         return sanitize_working_notes(self.meta.get("workingNotes"))
 
+    @property
+    def parent_session_id(self) -> str | None:
+        """The parent session of a child (sub-agent) session; None for any other session."""
+        parent = self.meta.get("parentSessionId")
+        return parent if isinstance(parent, str) else None
+
     def host_meta(self) -> dict[str, MetaScalar]:
         """Only the host-owned keys (what a host GET returns and a host PUT replaces)."""
         from turnkeep.envelope.keys import HOST_META_KEYS

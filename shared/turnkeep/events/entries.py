@@ -64,6 +64,8 @@ def approval_event(entry: Entry) -> Event:
         arguments=edited if edited is not None else data.get("arguments"),
         decision=_str(data.get("decision")),
         reason=_str(data.get("reason")),
+        # A child turn's request shown in its parent's turn (docs/approvals.md).
+        subagent=child if isinstance(child := data.get("subagent"), dict) else None,
     )
 
 

@@ -88,7 +88,9 @@ class Event(BaseModel):
     subagent: dict[str, Any] | None = Field(
         default=None,
         description="a sub-agent call's result: its child turn (`agent`, `session_id`, `op_id`, "
-        "`status`, `usage`), whose own events are that session's (docs/agent.md)",
+        "`status`, `usage`), whose own events are that session's (docs/agent.md); on an "
+        "approval event, the child turn that asks (`agent`, `path`, `session_id`, `turn_id`, "
+        "`call_id` of the parent's call; docs/approvals.md)",
     )
     # approval fields (docs/approvals.md)
     tool: str | None = None

@@ -103,6 +103,11 @@ def remaining_seconds(approval: CallApproval, now: float) -> int:
     return max(1, math.ceil(approval.expires_at - now))
 
 
+def arguments_json(arguments: str) -> JsonValue:
+    """A call's arguments as JSON for its events (the text itself when it is not JSON)."""
+    return _arguments_json(arguments)
+
+
 def _arguments_json(arguments: str) -> JsonValue:
     try:
         parsed: JsonValue = json.loads(arguments) if arguments.strip() else {}
@@ -151,6 +156,7 @@ def park(
     except FencedWriteError:
         return None
     _set_status(deps, state.session_id, state.op_id, "running", "awaiting_approval")
+    _follow_up(deps, state.session_id, "running", "awaiting_approval")
     return parked
 
 
@@ -172,11 +178,31 @@ def refresh_status(deps: HarnessDeps, storage: Storage, state: OperationState) -
     """After a decision took effect: `running` again once no call of the round awaits one."""
     if not awaiting_calls(storage, state):
         _set_status(deps, state.session_id, state.op_id, "awaiting_approval", "running")
+        _follow_up(deps, state.session_id, "awaiting_approval", "running")
 
 
 def mark_awaiting(deps: HarnessDeps, session_id: str, op_id: str) -> None:
     """Assert `awaiting_approval` (the orchestrator, once a round's other calls are done)."""
     _set_status(deps, session_id, op_id, "running", "awaiting_approval")
+
+
+def mark_running(deps: HarnessDeps, session_id: str, op_id: str) -> None:
+    """`running` again after `awaiting_approval` (a parent whose child's request was decided)."""
+    _set_status(deps, session_id, op_id, "awaiting_approval", "running")
+
+
+def _follow_up(deps: HarnessDeps, session_id: str, old: str, new: str) -> None:
+    """A child turn's pause (or its end) shown on the turns above it: on Step Functions a
+    parent waits for its child's execution, so no step of its own would say it waits for a
+    person (docs/approvals.md, "Inside a sub-agent"). Other sessions cost no request."""
+    from turnkeep.harness.subagents import MAX_LINK_DEPTH, load_link
+
+    link = load_link(deps, session_id)
+    for _ in range(MAX_LINK_DEPTH):
+        if link is None:
+            return
+        _set_status(deps, link.parent_session_id, link.parent_op_id, old, new)
+        link = load_link(deps, link.parent_session_id)
 
 
 def _set_status(deps: HarnessDeps, session_id: str, op_id: str, old: str, new: str) -> None:

@@ -13,7 +13,7 @@ from typing import Final
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.errors import FencedWriteError
 from turnkeep.harness.progress import fenced_commit
-from turnkeep.harness.state import load_call, load_state, op_scope
+from turnkeep.harness.state import OperationState, load_call, load_state, op_scope
 from turnkeep.harness.subagents import (
     ChildTurn,
     child_ids,
@@ -21,7 +21,7 @@ from turnkeep.harness.subagents import (
     load_link,
     subagent_named,
 )
-from turnkeep.storage import Value, set_value, value
+from turnkeep.storage import Storage, Value, set_value, value
 
 TOKEN_NS: Final = "subagent.token"
 """`value(TOKEN_NS, call_id)` in the parent's operation scope: the wait's task token."""
@@ -95,3 +95,13 @@ def notify_parent(deps: HarnessDeps, session_id: str, release: Callable[[str], N
         return False  # the parent ended, or its wait did not start yet (it checks the child)
     release(token.value)
     return True
+
+
+def child_tokens_of(storage: Storage, state: OperationState) -> list[str]:
+    """The task tokens of the round's waits for child turns (to release them on a cancel)."""
+    tokens: list[str] = []
+    for call_id in state.pending_call_ids:
+        stored = storage.get_value(child_token_address(state.op_id, call_id))
+        if stored is not None and isinstance(stored.value, str):
+            tokens.append(stored.value)
+    return tokens

@@ -35,6 +35,9 @@ from turnkeep.tools.base import Tool, ToolContext, ToolResult
 CHILD_SESSION_PREFIX: Final = "sub-"
 """Every child session's id starts with it (`child_ids`)."""
 
+MAX_LINK_DEPTH: Final = 8
+"""Deeper than any definition allows (`max_agent_depth`): a walk up the links always ends."""
+
 PARENT_NS: Final = "subagent.parent"
 """Session value of a child session (key `link`): the parent session, turn and call."""
 
@@ -99,17 +102,29 @@ def run_child(deps: HarnessDeps, sub: SubAgent, task: str, ctx: ToolContext) -> 
     link, inner = start_child(
         deps, sub, task, session_id=ctx.session_id, op_id=ctx.operation_id, call_id=ctx.call_id
     )
+    # Driven again after a pause for the child's approval: the parent runs meanwhile.
+    resumed_parent(deps, ctx.session_id, ctx.operation_id)
     result = resume_turn(
         inner,
         link.session_id,
         link.op_id,
         before_step=lambda: follow_parent_cancel(deps, inner, link),
     )
+    if result.status == "awaiting_approval":
+        # The parent pauses with it: the tool step parks the call (harness/child_approvals.py).
+        ctx.extras["child_awaiting"] = result.approval_wait_seconds or 1
     ended = link.model_copy(
         update={"status": result.status, "usage": dataclasses.asdict(result.usage)}
     )
     ctx.extras["child"] = ended.model_dump(mode="json")
     return answer(inner, sub, ended, result.status, result.error)
+
+
+def resumed_parent(deps: HarnessDeps, session_id: str, op_id: str) -> None:
+    """The parent turn `running` again (from `awaiting_approval` only: a cancel wins)."""
+    from turnkeep.harness.approvals import mark_running
+
+    mark_running(deps, session_id, op_id)
 
 
 def start_child(
@@ -204,7 +219,10 @@ def subagent_named(agent: Agent, name: str) -> SubAgent | None:
 def _ensure_child_session(deps: HarnessDeps, link: ChildTurn, user_id: str) -> None:
     title = f"sub-agent {link.agent} of {link.parent_session_id}"[:200]
     try:
-        deps.envelopes.create(link.session_id, user_id, {"title": title})
+        # The parent marker rides in the create: listings hide the child, a delete finds it.
+        deps.envelopes.create(
+            link.session_id, user_id, {"title": title}, parent_session_id=link.parent_session_id
+        )
     except EnvelopeExistsError:
         return  # a delivery that runs again: the child exists
     storage = deps.open_storage(link.session_id)
@@ -240,12 +258,8 @@ def answer(
     if status == "aborted":
         return ToolResult(f"Error: sub-agent {sub.name} was cancelled", True)
     if status == "awaiting_approval":
-        # Not built yet: the parent turn would have to pause with the child (issue #31).
-        return ToolResult(
-            f"Error: sub-agent {sub.name} paused for a person's approval, which sub-agents "
-            "do not support yet; its turn stays paused in its own session",
-            True,
-        )
+        # Only where no tool step parks the call (it pauses the parent with the child).
+        return ToolResult(f"Error: sub-agent {sub.name} waits for a person's approval", True)
     return ToolResult(f"Error: sub-agent {sub.name} failed: {error or status}", True)
 
 

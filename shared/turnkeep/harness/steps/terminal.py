@@ -47,6 +47,7 @@ from turnkeep.harness.steps.common import (
     settle_envelope,
     terminal_patch,
 )
+from turnkeep.harness.subagent_waits import child_tokens_of
 from turnkeep.harness.subagents import cancel_children
 from turnkeep.storage import GuardFailedError, Storage, retire_scope, set_value
 from turnkeep.telemetry import genai
@@ -231,25 +232,38 @@ def cancel_turn(deps: HarnessDeps, session_id: str, op_id: str | None = None) ->
             else:
                 # Its sub-agents' running child turns stop too (docs/agent.md, "Sub-agents").
                 children = cancel_children(deps, storage, session_id, target)
-                parked = _abort_if_parked(deps, storage, session_id, target)
+                # Paused with no call of its own parked: it waited for a child's approval.
+                for_child = turn_status(envelope.meta) == "awaiting_approval"
+                parked = _abort_if_parked(
+                    deps, storage, session_id, target, waits_for_child=for_child
+                )
                 tokens = [*parked.wake_tokens, *children]
                 return parked.model_copy(update={"wake_tokens": tokens})
     return CancelResult(session_id=session_id, op_id=target, status=status)
 
 
 def _abort_if_parked(
-    deps: HarnessDeps, storage: Storage, session_id: str, op_id: str
+    deps: HarnessDeps,
+    storage: Storage,
+    session_id: str,
+    op_id: str,
+    *,
+    waits_for_child: bool = False,
 ) -> CancelResult:
-    """A turn waiting for a person has no step that would observe the cancel: abort it now.
+    """A turn waiting for a person (its own call's decision, or `waits_for_child`: a child
+    turn's, locally) has no step that would observe the cancel: abort it now.
 
     Its waits (Step Functions task tokens) are returned so the caller releases them; the
     execution's next step then finds the turn ended. A turn that is not parked is left to its
     next step, as before.
     """
     state = load_state(storage, op_id)
-    if state is None or not awaiting_calls(storage, state):
+    if state is None or not (waits_for_child or awaiting_calls(storage, state)):
         return CancelResult(session_id=session_id, op_id=op_id, status="cancelling")
     tokens = tokens_of(storage, state)  # read before the terminal commit retires the scope
+    if waits_for_child:
+        # Its waits for child executions too: the cancelled children end without it.
+        tokens += child_tokens_of(storage, state)
     record = commit_terminal(deps, storage, state, "aborted", "cancelled by request")
     return CancelResult(
         session_id=session_id, op_id=op_id, status=record.status, wake_tokens=tokens

@@ -7,6 +7,7 @@ import time
 from collections.abc import Sequence
 
 from turnkeep.envelope import Envelope
+from turnkeep.harness.child_approvals import pause_writes
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.envelope_io import read_ahead
 from turnkeep.harness.errors import CallLeaseExpiredError, StepInputError
@@ -216,6 +217,17 @@ def _run(
         genai.tool_done(span, result.content, is_error=result.is_error)
     ended = deps.clock()
     ctx.state.seal()  # its writes commit with the result below, or not at all
+    waiting = ctx.extras.get("child_awaiting")
+    if isinstance(waiting, int):  # its child turn waits for a person: the parent pauses too
+        return _pause_for_child(
+            deps,
+            storage,
+            inp,
+            state=state,
+            started=started,
+            started_seq=started_seq,
+            seconds=waiting,
+        )
     content = _sized(deps, storage, state, call, result.content)
     if cleared.note is not None:  # the model learns its arguments were changed
         content = f"{cleared.note}\n{content}"
@@ -237,6 +249,31 @@ def _run(
     if _claim(storage, state.op_id, done, started_seq, state_writes(ctx.state)) is None:
         return tool_output(inp, "skipped")  # the turn ended meanwhile
     return tool_output(inp, "done", done)
+
+
+def _pause_for_child(
+    deps: HarnessDeps,
+    storage: Storage,
+    inp: ToolStepInput,
+    *,
+    state: OperationState,
+    started: CallState,
+    started_seq: int,
+    seconds: int,
+) -> ToolStepOutput:
+    """Put a sub-agent call whose child waits for a person back to `pending`, with entries
+    showing the child's requests (docs/approvals.md, "Inside a sub-agent"), and wait."""
+    back = started.model_copy(update={"phase": "pending", "started_at": None})
+    also = pause_writes(storage, deps, state, started)
+    if _claim(storage, state.op_id, back, started_seq, also) is None:
+        return tool_output(inp, "skipped")  # the turn ended meanwhile
+    return ToolStepOutput(
+        session_id=inp.session_id,
+        op_id=inp.op_id,
+        call_id=inp.call_id,
+        status="awaiting_approval",
+        approval_timeout_seconds=seconds,
+    )
 
 
 # --- Shared by the phases: the call's version, claims, the holder of a claim ---

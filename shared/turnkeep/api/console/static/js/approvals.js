@@ -18,7 +18,8 @@ function pretty(value) {
 }
 
 /**
- * A card for `pending` {session_id, turn_id, call_id, tool, arguments}; `ctx`: {api,
+ * A card for `pending` {session_id, turn_id, call_id, tool, arguments, subagent?} (`subagent`:
+ * a sub-agent's child turn asks; it is decided on the parent's route all the same); `ctx`: {api,
  * notify(text, kind), onDecided?()}. Decisions are POSTed; errors are shown on the card.
  */
 export function approvalCard(pending, ctx, where = "in this turn") {
@@ -104,6 +105,13 @@ export function approvalCard(pending, ctx, where = "in this turn") {
       dataset: { call: pending.call_id },
     },
     h("h3", {}, `Approval needed: ${pending.tool}`),
+    pending.subagent
+      ? h(
+          "p",
+          { class: "approval-subagent" },
+          `Asked by sub-agent ${(pending.subagent.path || [pending.subagent.agent]).join(" › ")}`,
+        )
+      : null,
     h("pre", { class: "approval-args" }, argsText),
     controls,
     editBox,

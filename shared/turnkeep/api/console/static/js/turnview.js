@@ -307,6 +307,7 @@ export class TurnView {
         call_id: event.call_id,
         tool: event.tool,
         arguments: event.arguments,
+        subagent: event.subagent,
       },
       { ...this.ctx, onDecided: () => this.ctx.onDecided?.() },
     );
