@@ -72,10 +72,53 @@ def create_table(client: Any, name: str, template: dict[str, Any] | None = None)
         client.update_time_to_live(TableName=name, TimeToLiveSpecification=ttl)
 
 
-def create_bucket(client: Any, name: str, template: dict[str, Any] | None = None) -> None:
-    """Create `name` with the template's encryption, public-access block and lifecycle."""
+_CORS_KEYS = {
+    "Id": "ID",
+    "AllowedMethods": "AllowedMethods",
+    "AllowedOrigins": "AllowedOrigins",
+    "AllowedHeaders": "AllowedHeaders",
+    "ExposedHeaders": "ExposeHeaders",
+    "MaxAge": "MaxAgeSeconds",
+}
+
+
+def bucket_cors_rules(
+    template: dict[str, Any] | None = None, parameters: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """The bucket's CORS rules as S3's PutBucketCors takes them, for `parameters` (others at
+    their Default); `Fn::Split` of a parameter `Ref` is resolved, [] when there is no rule."""
+    source = template or load_template()
+    values = {
+        key: str((parameters or {}).get(key, spec.get("Default", "")))
+        for key, spec in source.get("Parameters", {}).items()
+    }
+
+    def resolved(value: Any) -> Any:
+        if isinstance(value, dict) and set(value) == {"Fn::Split"}:
+            separator, ref = value["Fn::Split"]
+            return values[ref["Ref"]].split(separator)
+        return value
+
+    props = _resource("AWS::S3::Bucket", render(source, parameters))
+    return [
+        {_CORS_KEYS[key]: resolved(value) for key, value in rule.items()}
+        for rule in props.get("CorsConfiguration", {}).get("CorsRules", [])
+    ]
+
+
+def create_bucket(
+    client: Any,
+    name: str,
+    template: dict[str, Any] | None = None,
+    parameters: dict[str, str] | None = None,
+) -> None:
+    """Create `name` with the template's encryption, public-access block, lifecycle and CORS
+    rules (for `parameters`, others at their Default)."""
     props = _resource("AWS::S3::Bucket", template or load_template())
     client.create_bucket(Bucket=name)
+    cors = bucket_cors_rules(template, parameters)
+    if cors:
+        client.put_bucket_cors(Bucket=name, CORSConfiguration={"CORSRules": cors})
     if "BucketEncryption" in props:
         client.put_bucket_encryption(
             Bucket=name,
