@@ -7,11 +7,13 @@ SigV4 signature `x-amz-signature` is the HMAC of the base64 policy under the sig
 credential in `x-amz-credential`; every condition holds (`{"field": value}` and `["eq", ...]`
 exact, `["starts-with", ...]` prefix, `["content-length-range", min, max]` on the file's size);
 every form field except `x-amz-signature`, `file`, `policy` and `x-ignore-*` is named by a
-condition. A refusal is S3's XML error (403 AccessDenied, 400 EntityTooLarge/EntityTooSmall)
-and stores nothing. It also decides CORS as S3 does from the bucket's CORS rules (read from
-moto; tests/support/s3_cors.py): a preflight (`OPTIONS`) is answered or refused, and the answer
-to a POST from a browser carries the CORS headers only when a rule allows its origin. Any other
-request is passed to moto unchanged.
+condition; the object is stored with the form's `tagging`. A refusal is S3's XML error (403
+AccessDenied, 400 EntityTooLarge/EntityTooSmall) and stores nothing.
+
+It also decides CORS as S3 does from the bucket's CORS rules (read from moto;
+tests/support/s3_cors.py): a preflight (`OPTIONS`) is answered or refused, and an answer to a
+browser's request carries the CORS headers only when a rule allows its origin and method. Any
+other request is passed to moto unchanged.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from email.parser import BytesParser
 from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlencode
+from xml.etree import ElementTree
 
 import boto3
 import httpx
@@ -127,6 +131,14 @@ def _form(content_type: str, body: bytes) -> tuple[dict[str, str], bytes | None]
     return fields, data
 
 
+def _tagging(xml: str) -> str:
+    """The form's `tagging` field (S3's Tagging XML) as PutObject's URL-encoded `Tagging`."""
+    if not xml:
+        return ""
+    tags = ElementTree.fromstring(xml).iter("Tag")
+    return urlencode([(t.findtext("Key", ""), t.findtext("Value", "")) for t in tags])
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _StandIn
 
@@ -213,7 +225,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(exc.status, xml, {"Content-Type": "application/xml", **cors})
             return
         self.server.client.put_object(
-            Bucket=bucket, Key=fields["key"], Body=data, ContentType=fields.get("content-type", "")
+            Bucket=bucket,
+            Key=fields["key"],
+            Body=data,
+            ContentType=fields.get("content-type", ""),
+            Tagging=_tagging(fields.get("tagging", "")),
         )
         self._answer(204, b"", cors)
 

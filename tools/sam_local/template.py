@@ -72,6 +72,24 @@ def create_table(client: Any, name: str, template: dict[str, Any] | None = None)
         client.update_time_to_live(TableName=name, TimeToLiveSpecification=ttl)
 
 
+def _lifecycle_filter(
+    rule: dict[str, Any], template: dict[str, Any] | None, parameters: dict[str, str] | None
+) -> dict[str, Any]:
+    """S3's `Filter` of a template lifecycle rule: its `Prefix` (resolved) and `TagFilters`."""
+    source = template or load_template()
+    refs = {
+        key: str((parameters or {}).get(key, spec.get("Default", "")))
+        for key, spec in source.get("Parameters", {}).items()
+    }
+    prefix = str(resolve(rule.get("Prefix", ""), refs))
+    tags = [{"Key": t["Key"], "Value": t["Value"]} for t in rule.get("TagFilters", [])]
+    if not tags:
+        return {"Prefix": prefix}
+    if len(tags) == 1 and not prefix:
+        return {"Tag": tags[0]}
+    return {"And": {"Prefix": prefix, "Tags": tags}}
+
+
 _CORS_KEYS = {
     "Id": "ID",
     "AllowedMethods": "AllowedMethods",
@@ -140,7 +158,7 @@ def create_bucket(
             item: dict[str, Any] = {
                 "ID": rule["Id"],
                 "Status": rule["Status"],
-                "Filter": {"Prefix": ""},
+                "Filter": _lifecycle_filter(rule, template, parameters),
             }
             if "AbortIncompleteMultipartUpload" in rule:
                 item["AbortIncompleteMultipartUpload"] = rule["AbortIncompleteMultipartUpload"]

@@ -203,10 +203,14 @@ class AttachmentStore:
         if data is None:
             return record
         try:
-            return self._save(self._checked(record, data))
+            checked = self._checked(record, data)
         except AttachmentRefused:
             self.storage.blobs().delete(record.id)
             raise
+        # Untagged before it is ready: a crash between the two leaves a pending record the
+        # sweep deletes, never a ready attachment the lifecycle rule would expire.
+        self.storage.blobs().settle(record.id)
+        return self._save(checked)
 
     def delete(self, attachment_id: str) -> AttachmentRecord:
         """Delete the bytes; the record stays as `deleted` (a transcript shows it removed)."""

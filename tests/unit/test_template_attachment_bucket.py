@@ -1,7 +1,9 @@
-"""The bucket's CORS rule lets the console's pages POST an attachment straight to the presigned
-S3 form and nothing more (docs/attachments.md, "Upload from a browser"): POST only, the origins
-of `CorsAllowOrigins` (none by default), no header but Content-Type, and no reference from the
-bucket to the API (the functions name the bucket and the API the functions: a cycle)."""
+"""The bucket's rules for attachments (docs/attachments.md): its CORS rule lets the console's
+pages POST an attachment straight to the presigned S3 form and nothing more ("Upload from a
+browser": POST only, the origins of `CorsAllowOrigins`, none by default, no header but
+Content-Type, and no reference from the bucket to the API: the functions name the bucket and
+the API the functions, a cycle); its lifecycle rule expires uploads still tagged pending under
+the prefix ("Expired uploads"), a tag the functions may set and remove."""
 
 from __future__ import annotations
 
@@ -58,3 +60,26 @@ def test_the_origins_parameter_takes_origins_only_no_wildcard_or_path() -> None:
         assert re.fullmatch(pattern, good), good
     for bad in ("*", "https://*.example.com", f"{CONSOLE}/console", "null"):
         assert re.fullmatch(pattern, bad) is None, bad
+
+
+def test_the_lifecycle_rule_expires_only_uploads_still_tagged_pending_under_the_prefix() -> None:
+    from turnkeep.storage.aws.blobs import PENDING_TAG
+
+    rules = _bucket()["LifecycleConfiguration"]["Rules"]  # type: ignore[index]
+    (rule,) = [r for r in rules if r["Id"] == "expire-unchecked-uploads"]
+
+    assert rule == {
+        "Id": "expire-unchecked-uploads",
+        "Status": "Enabled",
+        "Prefix": {"Fn::Sub": "${StoragePrefix}/"},
+        "TagFilters": [{"Key": PENDING_TAG[0], "Value": PENDING_TAG[1]}],
+        "ExpirationInDays": 1,
+    }
+
+
+def test_the_functions_may_set_and_remove_the_pending_tag_under_the_prefix_only() -> None:
+    policy = load_template()["Resources"]["SessionDataPolicy"]["Properties"]["PolicyDocument"]
+    (objects,) = [s for s in policy["Statement"] if s["Sid"] == "ProgressObjects"]
+
+    assert {"s3:PutObjectTagging", "s3:DeleteObjectTagging"} <= set(objects["Action"])
+    assert objects["Resource"] == {"Fn::Sub": "${ProgressBucket.Arn}/${StoragePrefix}/*"}
