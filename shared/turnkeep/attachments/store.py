@@ -77,26 +77,29 @@ class AttachmentStore:
             records = [r for r in records if r.status != "deleted"]
         return sorted(records, key=lambda r: (r.created_at, r.id))
 
-    def stored_bytes(self, *, excluding: str | None = None) -> int:
+    def stored_bytes(self) -> int:
         """Bytes the session's attachments hold or have declared (pending and ready ones)."""
         now = self._now()
-        return sum(
-            r.size for r in self.records() if r.counts_against_cap(now) and r.id != excluding
-        )
+        return sum(r.size for r in self.records() if r.counts_against_cap(now))
 
     def sweep(self) -> list[str]:
         """Delete every expired pending attachment, bytes first (on S3: bytes uploaded but
         never checked), then its record; the ids swept. Its upload form expired before it
         did, so no byte can arrive after (docs/attachments.md, "Expired uploads")."""
+        return self._sweep()[0]
+
+    def _sweep(self) -> tuple[list[str], list[AttachmentRecord]]:
+        """The ids swept and the records left (one read of the namespace for both)."""
         now = self._now()
-        expired = [r.id for r in self.records() if r.status_at(now) == "expired"]
+        records = self.records()
+        expired = [r.id for r in records if r.status_at(now) == "expired"]
         blobs = self.storage.blobs()
         for attachment_id in expired:
             blobs.delete(attachment_id)
         for start in range(0, len(expired), _SWEEP_BATCH):
             batch = expired[start : start + _SWEEP_BATCH]
             self.storage.commit([delete_value(value(NAMESPACE, i)) for i in batch])
-        return expired
+        return expired, [r for r in records if r.id not in expired]
 
     # -- declare, receive, finish -----------------------------------------------------------
 
@@ -130,8 +133,9 @@ class AttachmentStore:
                 code="attachment_too_large" if size > cap else "attachment_refused",
                 status=413 if size > cap else 422,
             )
-        self.sweep()
-        held = self.stored_bytes(excluding=attachment_id)
+        _, kept = self._sweep()
+        now = self._now()
+        held = sum(r.size for r in kept if r.counts_against_cap(now) and r.id != attachment_id)
         if held + size > self.limits.session_bytes:
             raise AttachmentRefused(
                 f"{name!r}: the session holds {held} bytes of attachments; {size} more would pass "
@@ -139,7 +143,6 @@ class AttachmentStore:
                 code="session_storage_full",
                 status=413,
             )
-        now = self._now()
         record = AttachmentRecord(
             id=attachment_id or new_attachment_id(),
             name=name,
