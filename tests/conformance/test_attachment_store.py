@@ -184,3 +184,122 @@ def test_a_deleted_attachment_is_not_located(backend: BackendHarness) -> None:
             store.locate(part, region)
     else:
         assert store.locate(part, region) is None
+
+
+def _expired_with_unchecked_bytes(
+    backend: BackendHarness, clock: Clock
+) -> tuple[AttachmentStore, str]:
+    """A session whose one attachment is pending with its bytes stored but never checked (as
+    after a direct S3 upload nobody read), and now past its expiry."""
+    store = AttachmentStore(backend.open("s1"), clock=clock)
+    png = files.image()
+    record = _declare(store, png)
+    store.storage.blobs().put(record.id, png)
+    clock.now += store.limits.pending_seconds * 1000
+    return store, record.id
+
+
+def test_an_expired_pending_attachment_and_its_bytes_are_swept(backend: BackendHarness) -> None:
+    clock = Clock()
+    store, expired = _expired_with_unchecked_bytes(backend, clock)
+
+    assert store.sweep() == [expired]
+
+    again = AttachmentStore(backend.reopen(store.storage), clock=clock)
+    assert again.get(expired) is None
+    assert again.records(include_deleted=True) == []
+    assert again.storage.blobs().names() == []
+    assert again.sweep() == []
+
+
+def test_a_pending_attachment_within_its_time_and_ready_ones_are_not_swept(
+    backend: BackendHarness,
+) -> None:
+    clock = Clock()
+    store = AttachmentStore(backend.open("s1"), clock=clock)
+    png = files.image()
+    ready = store.receive(_declare(store, png).id, png)
+    clock.now += store.limits.pending_seconds * 1000 - 1
+    pending = _declare(store, files.image(color="blue"))
+    store.storage.blobs().put(pending.id, b"unchecked")
+    clock.now += 1  # the first one's pending time is over, the second one's is not
+
+    assert store.sweep() == []
+    assert [r.id for r in store.records()] == [ready.id, pending.id]
+    assert store.storage.blobs().names() == sorted([ready.id, pending.id])
+
+
+def test_declaring_an_attachment_sweeps_the_expired_ones_first(backend: BackendHarness) -> None:
+    clock = Clock()
+    store, _expired = _expired_with_unchecked_bytes(backend, clock)
+
+    fresh = _declare(store, files.image(color="blue"))
+
+    assert [r.id for r in store.records(include_deleted=True)] == [fresh.id]
+    assert store.storage.blobs().names() == []
+
+
+def test_a_turn_naming_attachments_sweeps_the_expired_ones(backend: BackendHarness) -> None:
+    clock = Clock()
+    store, expired = _expired_with_unchecked_bytes(backend, clock)
+    png = files.image(color="green")
+    clock.now -= store.limits.pending_seconds * 1000
+    ready = store.receive(_declare(store, png).id, png)
+    clock.now += store.limits.pending_seconds * 1000
+
+    [part] = store.for_turn([ready.id])
+
+    assert part.attachment_id == ready.id
+    assert store.get(expired) is None
+    assert store.storage.blobs().names() == [ready.id]
+
+
+def test_an_expired_attachment_no_longer_counts_against_the_cap_once_swept(
+    backend: BackendHarness,
+) -> None:
+    clock = Clock()
+    png = files.image()
+    store = AttachmentStore(
+        backend.open("s1"), limits=AttachmentLimits(session_bytes=len(png)), clock=clock
+    )
+    _declare(store, png)
+    clock.now += store.limits.pending_seconds * 1000
+
+    again = _declare(store, png)
+
+    assert [r.id for r in store.records()] == [again.id]
+
+
+def test_keeping_under_a_derived_id_twice_stores_one_attachment(backend: BackendHarness) -> None:
+    from turnkeep.attachments.records import derived_attachment_id
+
+    png = files.image()
+    store = AttachmentStore(backend.open("s1"), limits=AttachmentLimits(session_bytes=len(png)))
+    attachment_id = derived_attachment_id("tool-image", "s1/op/call/0")
+
+    first = store.keep(attachment_id, name="chart.png", media_type="image/png", data=png)
+    second = store.keep(attachment_id, name="chart.png", media_type="image/png", data=png)
+
+    assert first == second
+    assert first.status == "ready"
+    assert [r.id for r in store.records()] == [attachment_id]
+    assert store.storage.blobs().names() == [attachment_id]
+
+
+def test_keeping_other_bytes_under_a_derived_id_replaces_the_earlier_ones(
+    backend: BackendHarness,
+) -> None:
+    from turnkeep.attachments.records import derived_attachment_id
+
+    red, blue = files.image(color="red"), files.image(color="blue")
+    # The cap holds one image: the earlier bytes of the id must not count against the new ones.
+    cap = max(len(red), len(blue))
+    store = AttachmentStore(backend.open("s1"), limits=AttachmentLimits(session_bytes=cap))
+    attachment_id = derived_attachment_id("tool-image", "s1/op/call/0")
+    store.keep(attachment_id, name="chart.png", media_type="image/png", data=red)
+
+    replaced = store.keep(attachment_id, name="chart.png", media_type="image/png", data=blue)
+
+    assert replaced.sha256 == files.sha256(blue)
+    assert [r.id for r in store.records()] == [attachment_id]
+    assert store.storage.blobs().get(attachment_id) == blue

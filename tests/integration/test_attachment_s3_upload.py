@@ -202,3 +202,49 @@ def test_chat_url_attaches_through_the_api_and_s3s_presigned_post_to_a_turn(
         ]
     finally:
         harness.close()
+
+
+def _tags(s3: Any, bucket: str, key: str) -> dict[str, str]:
+    tagging = s3.get_object_tagging(Bucket=bucket, Key=key)
+    return {t["Key"]: t["Value"] for t in tagging["TagSet"]}
+
+
+def test_an_upload_is_tagged_pending_until_its_check_removes_the_tag(
+    aws: tuple[AwsRepository, list[str], Any],
+) -> None:
+    from turnkeep.storage.aws.blobs import PENDING_TAG
+
+    repo, refusals, s3 = aws
+    png = files.image("PNG", (10, 10))
+    with repo.open("s1") as storage:
+        store = AttachmentStore(storage)
+        record = store.create(
+            name="shot.png", media_type="image/png", size=len(png), sha256=files.sha256(png)
+        )
+        key = f"turnkeep/sessions/s1/attachments/{record.id}"
+        assert _post(store, record, png).status_code == 204
+        uploaded = _tags(s3, repo.bucket, key)
+        assert store.finish(record.id).status == "ready"
+        checked = _tags(s3, repo.bucket, key)
+    assert refusals == []
+    assert uploaded == {PENDING_TAG[0]: PENDING_TAG[1]}
+    assert checked == {}
+    assert s3.get_object(Bucket=repo.bucket, Key=key)["Body"].read() == png
+
+
+def test_s3_refuses_an_upload_that_drops_or_changes_the_pending_tag(
+    aws: tuple[AwsRepository, list[str], Any],
+) -> None:
+    repo, refusals, s3 = aws
+    png = files.image()
+    with repo.open("s1") as storage:
+        store = AttachmentStore(storage)
+        record = store.create(
+            name="a.png", media_type="image/png", size=len(png), sha256=files.sha256(png)
+        )
+        kept = "<Tagging><TagSet><Tag><Key>keep</Key><Value>1</Value></Tag></TagSet></Tagging>"
+        changed = _post(store, record, png, tagging=kept)
+        dropped = _post(store, record, png, tagging="")
+    assert [changed.status_code, dropped.status_code] == [403, 403]
+    assert refusals == ["AccessDenied", "AccessDenied"]
+    assert s3.list_objects_v2(Bucket=repo.bucket).get("KeyCount", 0) == 0

@@ -28,7 +28,7 @@ class KeptImages:
     limit: int = 10_000
     kept: dict[str, bytes] = field(default_factory=dict)
 
-    def keep(self, storage: Storage, name: str, image: Image) -> ToolImageRef:
+    def keep(self, storage: Storage, name: str, image: Image, *, key: str) -> ToolImageRef:
         if len(image.data) > self.limit:
             raise ValueError(f"{len(image.data)} bytes; at most {self.limit}")
         attachment_id = f"att-{len(self.kept):024x}"

@@ -3,10 +3,18 @@ live with the SAM local tooling, which creates the same resources in a moto cont
 
 from tools.sam_local.template import (
     TEMPLATE,
+    bucket_cors_rules,
     create_bucket,
     create_table,
     load_template,
     table_definition,
 )
 
-__all__ = ["TEMPLATE", "create_bucket", "create_table", "load_template", "table_definition"]
+__all__ = [
+    "TEMPLATE",
+    "bucket_cors_rules",
+    "create_bucket",
+    "create_table",
+    "load_template",
+    "table_definition",
+]

@@ -7,8 +7,13 @@ SigV4 signature `x-amz-signature` is the HMAC of the base64 policy under the sig
 credential in `x-amz-credential`; every condition holds (`{"field": value}` and `["eq", ...]`
 exact, `["starts-with", ...]` prefix, `["content-length-range", min, max]` on the file's size);
 every form field except `x-amz-signature`, `file`, `policy` and `x-ignore-*` is named by a
-condition. A refusal is S3's XML error (403 AccessDenied, 400 EntityTooLarge/EntityTooSmall)
-and stores nothing. Any other request is passed to moto unchanged.
+condition; the object is stored with the form's `tagging`. A refusal is S3's XML error (403
+AccessDenied, 400 EntityTooLarge/EntityTooSmall) and stores nothing.
+
+It also decides CORS as S3 does from the bucket's CORS rules (read from moto;
+tests/support/s3_cors.py): a preflight (`OPTIONS`) is answered or refused, and an answer to a
+browser's request carries the CORS headers only when a rule allows its origin and method. Any
+other request is passed to moto unchanged.
 """
 
 from __future__ import annotations
@@ -25,10 +30,15 @@ from email.parser import BytesParser
 from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlencode
+from xml.etree import ElementTree
 
 import boto3
 import httpx
+from botocore.exceptions import ClientError
 from moto.server import ThreadedMotoServer
+
+from tests.support import s3_cors
 
 REGION = "us-east-1"
 SECRET = "test"
@@ -121,6 +131,14 @@ def _form(content_type: str, body: bytes) -> tuple[dict[str, str], bytes | None]
     return fields, data
 
 
+def _tagging(xml: str) -> str:
+    """The form's `tagging` field (S3's Tagging XML) as PutObject's URL-encoded `Tagging`."""
+    if not xml:
+        return ""
+    tags = ElementTree.fromstring(xml).iter("Tag")
+    return urlencode([(t.findtext("Key", ""), t.findtext("Value", "")) for t in tags])
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _StandIn
 
@@ -148,16 +166,54 @@ class _Handler(BaseHTTPRequestHandler):
             content=body,
             timeout=30,
         )
-        self._answer(answer.status_code, answer.content, dict(answer.headers))
+        # moto's server adds blanket CORS headers to every answer (any origin, any method):
+        # dropped, and S3's own for this request's origin and method added.
+        kept = {
+            k: v
+            for k, v in answer.headers.items()
+            if not k.lower().startswith("access-control-") and k.lower() != "vary"
+        }
+        origin = self.headers.get("Origin")
+        rules = self._cors_rules(self._bucket()) if origin else None
+        cors = s3_cors.response_headers(rules, origin, self.command)
+        self._answer(answer.status_code, answer.content, {**kept, **cors})
 
     do_GET = do_PUT = do_DELETE = do_HEAD = _forward
+
+    def _bucket(self) -> str:
+        return self.path.strip("/").split("/", 1)[0].split("?", 1)[0]
+
+    def _cors_rules(self, bucket: str) -> list[dict[str, Any]] | None:
+        if not bucket:  # not a bucket's URL (moto also serves DynamoDB here)
+            return None
+        try:
+            rules: list[dict[str, Any]] = self.server.client.get_bucket_cors(Bucket=bucket)[
+                "CORSRules"
+            ]
+        except ClientError:  # NoSuchCORSConfiguration (or no such bucket): no rule allows it
+            return None
+        return rules
+
+    def do_OPTIONS(self) -> None:
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        try:
+            allowed = s3_cors.preflight(self._cors_rules(self._bucket()), headers)
+        except s3_cors.CorsRefused as exc:
+            self.server.refusals.append("CORSResponse")
+            xml = f"<Error><Code>AccessForbidden</Code><Message>{exc}</Message></Error>".encode()
+            self._answer(exc.status, xml, {"Content-Type": "application/xml"})
+            return
+        self._answer(200, b"", allowed)
 
     def do_POST(self) -> None:
         content_type = self.headers.get("Content-Type", "")
         if not content_type.startswith("multipart/form-data"):
             self._forward()
             return
-        bucket = self.path.strip("/").split("/", 1)[0].split("?", 1)[0]
+        bucket = self._bucket()
+        cors = s3_cors.response_headers(
+            self._cors_rules(bucket), self.headers.get("Origin"), "POST"
+        )
         fields, data = _form(content_type, self._body())
         try:
             if data is None:
@@ -166,12 +222,16 @@ class _Handler(BaseHTTPRequestHandler):
         except PolicyRefused as exc:
             self.server.refusals.append(exc.code)
             xml = f"<Error><Code>{exc.code}</Code><Message>{exc}</Message></Error>".encode()
-            self._answer(exc.status, xml, {"Content-Type": "application/xml"})
+            self._answer(exc.status, xml, {"Content-Type": "application/xml", **cors})
             return
         self.server.client.put_object(
-            Bucket=bucket, Key=fields["key"], Body=data, ContentType=fields.get("content-type", "")
+            Bucket=bucket,
+            Key=fields["key"],
+            Body=data,
+            ContentType=fields.get("content-type", ""),
+            Tagging=_tagging(fields.get("tagging", "")),
         )
-        self._answer(204, b"", {})
+        self._answer(204, b"", cors)
 
 
 class _StandIn(ThreadingHTTPServer):

@@ -296,3 +296,24 @@ def test_a_turn_sending_an_image_to_a_model_without_images_is_refused_at_its_sta
         headers=auth(),
     )
     assert started.status_code == 202, started.text
+
+
+def test_listing_a_sessions_attachments_deletes_the_expired_pending_ones(api: ApiHarness) -> None:
+    now = [1_800_000_000.0]
+    api.runtime.deps.clock = lambda: now[0]
+    sid = api.session()
+    png = files.image()
+    created = _declare(api, sid, png, "late.png", "image/png")
+    assert created.status_code == 201, created.text
+    attachment_id = created.json()["attachment"]["id"]
+    now[0] += 15 * 60  # the pending time is over: the bytes never came
+
+    one = api.client.get(f"/sessions/{sid}/attachments/{attachment_id}", headers=auth())
+    assert (one.status_code, one.json()["status"]) == (200, "expired")
+    listed = api.client.get(f"/sessions/{sid}/attachments", headers=auth())
+
+    assert listed.status_code == 200
+    assert listed.json()["attachments"] == []
+    gone = api.client.get(f"/sessions/{sid}/attachments/{attachment_id}", headers=auth())
+    assert gone.status_code == 404
+    assert gone.json()["error"]["code"] == "attachment_not_found"

@@ -72,10 +72,71 @@ def create_table(client: Any, name: str, template: dict[str, Any] | None = None)
         client.update_time_to_live(TableName=name, TimeToLiveSpecification=ttl)
 
 
-def create_bucket(client: Any, name: str, template: dict[str, Any] | None = None) -> None:
-    """Create `name` with the template's encryption, public-access block and lifecycle."""
+def _lifecycle_filter(
+    rule: dict[str, Any], template: dict[str, Any] | None, parameters: dict[str, str] | None
+) -> dict[str, Any]:
+    """S3's `Filter` of a template lifecycle rule: its `Prefix` (resolved) and `TagFilters`."""
+    source = template or load_template()
+    refs = {
+        key: str((parameters or {}).get(key, spec.get("Default", "")))
+        for key, spec in source.get("Parameters", {}).items()
+    }
+    prefix = str(resolve(rule.get("Prefix", ""), refs))
+    tags = [{"Key": t["Key"], "Value": t["Value"]} for t in rule.get("TagFilters", [])]
+    if not tags:
+        return {"Prefix": prefix}
+    if len(tags) == 1 and not prefix:
+        return {"Tag": tags[0]}
+    return {"And": {"Prefix": prefix, "Tags": tags}}
+
+
+_CORS_KEYS = {
+    "Id": "ID",
+    "AllowedMethods": "AllowedMethods",
+    "AllowedOrigins": "AllowedOrigins",
+    "AllowedHeaders": "AllowedHeaders",
+    "ExposedHeaders": "ExposeHeaders",
+    "MaxAge": "MaxAgeSeconds",
+}
+
+
+def bucket_cors_rules(
+    template: dict[str, Any] | None = None, parameters: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """The bucket's CORS rules as S3's PutBucketCors takes them, for `parameters` (others at
+    their Default); `Fn::Split` of a parameter `Ref` is resolved, [] when there is no rule."""
+    source = template or load_template()
+    values = {
+        key: str((parameters or {}).get(key, spec.get("Default", "")))
+        for key, spec in source.get("Parameters", {}).items()
+    }
+
+    def resolved(value: Any) -> Any:
+        if isinstance(value, dict) and set(value) == {"Fn::Split"}:
+            separator, ref = value["Fn::Split"]
+            return values[ref["Ref"]].split(separator)
+        return value
+
+    props = _resource("AWS::S3::Bucket", render(source, parameters))
+    return [
+        {_CORS_KEYS[key]: resolved(value) for key, value in rule.items()}
+        for rule in props.get("CorsConfiguration", {}).get("CorsRules", [])
+    ]
+
+
+def create_bucket(
+    client: Any,
+    name: str,
+    template: dict[str, Any] | None = None,
+    parameters: dict[str, str] | None = None,
+) -> None:
+    """Create `name` with the template's encryption, public-access block, lifecycle and CORS
+    rules (for `parameters`, others at their Default)."""
     props = _resource("AWS::S3::Bucket", template or load_template())
     client.create_bucket(Bucket=name)
+    cors = bucket_cors_rules(template, parameters)
+    if cors:
+        client.put_bucket_cors(Bucket=name, CORSConfiguration={"CORSRules": cors})
     if "BucketEncryption" in props:
         client.put_bucket_encryption(
             Bucket=name,
@@ -97,7 +158,7 @@ def create_bucket(client: Any, name: str, template: dict[str, Any] | None = None
             item: dict[str, Any] = {
                 "ID": rule["Id"],
                 "Status": rule["Status"],
-                "Filter": {"Prefix": ""},
+                "Filter": _lifecycle_filter(rule, template, parameters),
             }
             if "AbortIncompleteMultipartUpload" in rule:
                 item["AbortIncompleteMultipartUpload"] = rule["AbortIncompleteMultipartUpload"]

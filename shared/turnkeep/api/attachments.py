@@ -97,7 +97,7 @@ def view(record: AttachmentRecord, now_ms: int) -> AttachmentView:
 
 
 def _store(ctx: ApiContext, storage: Storage) -> AttachmentStore:
-    return AttachmentStore(storage, limits=attachment_limits_of(ctx.settings))
+    return AttachmentStore(storage, limits=attachment_limits_of(ctx.settings), clock=ctx.now_ms)
 
 
 @router.post("", status_code=201, response_model=AttachmentCreated, responses=error_responses(413))
@@ -156,10 +156,12 @@ async def upload(
 
 @router.get("", response_model=AttachmentList)
 def list_attachments(ctx: Ctx, user: User, session_id: SessionId) -> AttachmentList:
-    """The session's attachments (pending ones uploaded straight to S3 are checked now)."""
+    """The session's attachments (pending ones uploaded straight to S3 are checked now,
+    expired ones deleted)."""
     ctx.owned(user, session_id)
     with ctx.storage(session_id) as storage:
         store = _store(ctx, storage)
+        store.sweep()
         now = ctx.now_ms()
         views = [
             view(_finished_or_refused(store, r) if r.status_at(now) == "pending" else r, now)

@@ -5,6 +5,7 @@ a pending one expires; a deleted one stays as a tombstone so transcripts show it
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 from typing import Final, Literal
@@ -22,6 +23,13 @@ Status = Literal["pending", "ready", "refused", "deleted", "expired"]
 def new_attachment_id() -> str:
     """A fresh attachment id: `att-` and 24 random hex digits."""
     return "att-" + secrets.token_hex(12)
+
+
+def derived_attachment_id(*origin: str) -> str:
+    """The attachment id of what `origin` names (e.g. a tool call's n-th image): `att-` and 24
+    hex digits of its SHA-256, the same on every delivery of that origin."""
+    digest = hashlib.sha256("\x1f".join(("turnkeep-attachment", *origin)).encode()).hexdigest()
+    return "att-" + digest[:24]
 
 
 class AttachmentRecord(BaseModel):
@@ -50,6 +58,10 @@ class AttachmentRecord(BaseModel):
     def counts_against_cap(self, now_ms: int) -> bool:
         """Whether the record's bytes count against the session's storage cap."""
         return self.status_at(now_ms) in ("pending", "ready")
+
+    def equals(self, name: str, sha256: str, media_type: str) -> bool:
+        """Whether this is the attachment of `name` with those bytes and that type."""
+        return (self.name, self.sha256, self.media_type) == (name, sha256, media_type)
 
     def part(self, data: bytes = b"") -> AttachmentPart:
         """The message part referring to this attachment (with `data` when loaded)."""

@@ -21,11 +21,14 @@ from turnkeep.attachments.records import (
     new_attachment_id,
 )
 from turnkeep.providers.base import AttachmentPart
-from turnkeep.storage import Storage, set_value, value
+from turnkeep.storage import Storage, delete_value, set_value, value
 from turnkeep.storage.blobs import UploadForm
 
 _SHA256: Final = re.compile(r"[0-9a-f]{64}")
 _NAME_MAX: Final = 255
+_SWEEP_BATCH: Final = 25
+"""Records deleted per commit: well within one DynamoDB transaction (100 items, some of them
+the commit's own)."""
 
 
 def _wall_ms() -> int:
@@ -79,11 +82,42 @@ class AttachmentStore:
         now = self._now()
         return sum(r.size for r in self.records() if r.counts_against_cap(now))
 
+    def sweep(self) -> list[str]:
+        """Delete every expired pending attachment, bytes first (on S3: bytes uploaded but
+        never checked), then its record; the ids swept. Its upload form expired before it
+        did, so no byte can arrive after (docs/attachments.md, "Expired uploads")."""
+        return self._sweep()[0]
+
+    def _sweep(self) -> tuple[list[str], list[AttachmentRecord]]:
+        """The ids swept and the records left (one read of the namespace for both)."""
+        now = self._now()
+        records = self.records()
+        expired = [r.id for r in records if r.status_at(now) == "expired"]
+        blobs = self.storage.blobs()
+        for attachment_id in expired:
+            blobs.delete(attachment_id)
+        for start in range(0, len(expired), _SWEEP_BATCH):
+            batch = expired[start : start + _SWEEP_BATCH]
+            self.storage.commit([delete_value(value(NAMESPACE, i)) for i in batch])
+        return expired, [r for r in records if r.id not in expired]
+
     # -- declare, receive, finish -----------------------------------------------------------
 
-    def create(self, *, name: str, media_type: str, size: int, sha256: str) -> AttachmentRecord:
-        """Declare an attachment (pending until its bytes arrive); refusals name the field."""
+    def create(
+        self,
+        *,
+        name: str,
+        media_type: str,
+        size: int,
+        sha256: str,
+        attachment_id: str | None = None,
+    ) -> AttachmentRecord:
+        """Declare an attachment (pending until its bytes arrive); refusals name the field.
+        `attachment_id` (default: a fresh one) replaces any record of that id, whose bytes then
+        count against the session's cap no more."""
         check_name(name)
+        if attachment_id is not None and ID_PATTERN.fullmatch(attachment_id) is None:
+            raise ValueError(f"attachment id {attachment_id!r} is not att- and 24 hex digits")
         declared = sniff.normalize_type(media_type)
         if not sniff.accepted(declared):
             raise AttachmentRefused(
@@ -99,7 +133,9 @@ class AttachmentStore:
                 code="attachment_too_large" if size > cap else "attachment_refused",
                 status=413 if size > cap else 422,
             )
-        held = self.stored_bytes()
+        _, kept = self._sweep()
+        now = self._now()
+        held = sum(r.size for r in kept if r.counts_against_cap(now) and r.id != attachment_id)
         if held + size > self.limits.session_bytes:
             raise AttachmentRefused(
                 f"{name!r}: the session holds {held} bytes of attachments; {size} more would pass "
@@ -107,9 +143,8 @@ class AttachmentStore:
                 code="session_storage_full",
                 status=413,
             )
-        now = self._now()
         record = AttachmentRecord(
-            id=new_attachment_id(),
+            id=attachment_id or new_attachment_id(),
             name=name,
             media_type=declared,
             size=size,
@@ -119,6 +154,28 @@ class AttachmentStore:
         )
         self._save(record)
         return record
+
+    def keep(
+        self, attachment_id: str, *, name: str, media_type: str, data: bytes
+    ) -> AttachmentRecord:
+        """Store `data` as ready attachment `attachment_id` (a derived id), checked like an
+        upload; idempotent: a ready one of that id with the same name and bytes is returned as
+        it is, anything else of that id (a crashed delivery's leftovers) is replaced."""
+        sha256 = hashlib.sha256(data).hexdigest()
+        found = self.get(attachment_id)
+        same = (name, sha256, media_type)
+        if found is not None and found.status == "ready" and found.equals(*same):
+            return found
+        if found is not None:
+            self.storage.blobs().delete(attachment_id)
+        declared = self.create(
+            name=name,
+            media_type=media_type,
+            size=len(data),
+            sha256=sha256,
+            attachment_id=attachment_id,
+        )
+        return self.receive(declared.id, data)
 
     def upload_form(self, record: AttachmentRecord) -> UploadForm | None:
         """A presigned direct upload where the store has one (S3), else None: PUT the bytes
@@ -149,10 +206,14 @@ class AttachmentStore:
         if data is None:
             return record
         try:
-            return self._save(self._checked(record, data))
+            checked = self._checked(record, data)
         except AttachmentRefused:
             self.storage.blobs().delete(record.id)
             raise
+        # Untagged before it is ready: a crash between the two leaves a pending record the
+        # sweep deletes, never a ready attachment the lifecycle rule would expire.
+        self.storage.blobs().settle(record.id)
+        return self._save(checked)
 
     def delete(self, attachment_id: str) -> AttachmentRecord:
         """Delete the bytes; the record stays as `deleted` (a transcript shows it removed)."""
@@ -169,6 +230,7 @@ class AttachmentStore:
         and the turn within the per-turn counts; else the error names the attachment."""
         if len(set(attachment_ids)) != len(attachment_ids):
             raise AttachmentRefused("attachments: an attachment is named twice")
+        self.sweep()
         records = []
         for attachment_id in attachment_ids:
             record = self.finish(attachment_id)

@@ -83,6 +83,11 @@ class BlobStore(ABC):
         validate_blob_name(name)
         return None
 
+    def settle(self, name: str) -> None:
+        """Blob `name`, uploaded through `upload_form`, was checked and is kept: drop what marks
+        it an unchecked upload (S3: the tag its lifecycle rule expires). Nothing locally."""
+        validate_blob_name(name)
+
     @abstractmethod
     def _put(self, name: str, data: bytes) -> None: ...
 

@@ -233,8 +233,15 @@ def _run(
         content = f"{cleared.note}\n{content}"
     kept: list[ToolImageRef] = []
     if result.images:
-        # Stored before the result commits: a call re-run after a crash stores them again.
-        kept, notes = keep_tool_images(deps.tool_images, storage, call.name, result.images)
+        # Stored before the result commits; a call re-run after a crash keeps them under the
+        # same derived ids (harness/tool_images.py), so they are stored once.
+        kept, notes = keep_tool_images(
+            deps.tool_images,
+            storage,
+            call.name,
+            result.images,
+            origin=f"{state.session_id}/{state.op_id}/{call.call_id}",
+        )
         content = "\n".join([content, *notes])
     done = started.model_copy(
         update={

@@ -1,14 +1,15 @@
 """AWS sessions' blobs: S3 objects `{prefix}/sessions/{sid}/attachments/{name}`, under the
 session's prefix so deleting the session deletes them (docs/storage.md "Blobs"). Uploads go
-straight to S3 with a presigned POST whose policy pins the key, the exact length and the
-content type (docs/attachments.md)."""
+straight to S3 with a presigned POST whose policy pins the key, the exact length, the content
+type and a tag marking the object an unchecked upload, which the bucket's lifecycle rule
+expires after a day unless the check removes it (docs/attachments.md, "Expired uploads")."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -18,6 +19,16 @@ from turnkeep.storage.errors import StorageUnavailableError
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
+
+PENDING_TAG: Final = ("turnkeep-upload", "pending")
+"""The tag (key, value) of an uploaded object not yet checked; template.yaml's lifecycle rule
+`expire-unchecked-uploads` expires objects carrying it."""
+PENDING_TAGGING: Final = (
+    "<Tagging><TagSet><Tag>"
+    f"<Key>{PENDING_TAG[0]}</Key><Value>{PENDING_TAG[1]}</Value>"
+    "</Tag></TagSet></Tagging>"
+)
+"""The POST form's `tagging` field: S3's Tagging XML of `PENDING_TAG`."""
 
 _SIGV4: dict[int, tuple[S3Client, S3Client]] = {}
 _SIGV4_LOCK = threading.Lock()
@@ -124,7 +135,8 @@ class S3Blobs(BlobStore):
         self, name: str, *, size: int, media_type: str, expires_in: int
     ) -> UploadForm | None:
         """A presigned S3 POST: the policy pins the key (boto3 adds it), the length to exactly
-        `size` bytes (`content-length-range` size..size) and the Content-Type."""
+        `size` bytes (`content-length-range` size..size), the Content-Type and the pending
+        tag."""
         key = self.key(name)
         post = self._call(
             "presign",
@@ -132,10 +144,27 @@ class S3Blobs(BlobStore):
             lambda: sigv4_client(self._s3()).generate_presigned_post(
                 Bucket=self._bucket,
                 Key=key,
-                Fields={"Content-Type": media_type},
-                Conditions=[{"Content-Type": media_type}, ["content-length-range", size, size]],
+                Fields={"Content-Type": media_type, "tagging": PENDING_TAGGING},
+                Conditions=[
+                    {"Content-Type": media_type},
+                    {"tagging": PENDING_TAGGING},
+                    ["content-length-range", size, size],
+                ],
                 ExpiresIn=expires_in,
             ),
         )
         fields = {str(k): str(v) for k, v in post["fields"].items()}
         return UploadForm(str(post["url"]), fields, int(time.time() * 1000) + expires_in * 1000)
+
+    def settle(self, name: str) -> None:
+        """The upload of blob `name` was checked: its pending tag goes, so the lifecycle rule
+        never expires it (a missing object is fine)."""
+        key = self.key(name)
+        try:
+            self._s3().delete_object_tagging(Bucket=self._bucket, Key=key)
+        except ClientError as exc:
+            if _missing(exc):
+                return
+            raise StorageUnavailableError(f"S3 could not untag blob {name!r}: {exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageUnavailableError(f"S3 could not untag blob {name!r}: {exc}") from exc
