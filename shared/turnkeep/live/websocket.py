@@ -188,7 +188,7 @@ class WebSocketRoutes:
                     first = False
                 for item in page.events:
                     self._send(conn, event_message(item))
-                cursor = page.next_cursor
+                cursor = int(page.next_cursor)  # turn_events: a plain seq
                 if page.finished:
                     record = load_record(storage, op)
                     dumped = record.model_dump(mode="json") if record is not None else {}
