@@ -19,7 +19,8 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
 
-    from turnkeep.cli.remote import NoStream, RemoteChat, TurnEventRenderer
+    from turnkeep.cli.event_renderer import TurnEventRenderer
+    from turnkeep.cli.remote import NoStream, RemoteChat
 
 WS_URL_ENV: Final = "TURNKEEP_WS_URL"
 """The WebSocket URL of `chat --url` when `--ws-url` is not given (the stack's `WebSocketUrl`);

@@ -76,12 +76,20 @@ class TurnCursor:
 
     def after(self, event: Event) -> TurnCursor:
         """This cursor moved past `event` (the parent's, or the child turn it is nested in)."""
-        if not event.nested:
-            return dataclasses.replace(self, seq=max(self.seq, event.seq))
-        key = event.nested[-1].op_id.removeprefix(CHILD_KEY_PREFIX)
+        return self.moved(event.seq, event.nested[-1].op_id if event.nested else None)
+
+    def moved(self, seq: int, op_id: str | None = None) -> TurnCursor:
+        """This cursor moved to `seq` of the watched turn, or of child turn `op_id`."""
+        if op_id is None:
+            return dataclasses.replace(self, seq=max(self.seq, seq))
+        key = op_id.removeprefix(CHILD_KEY_PREFIX)
         kept = dict(self.children)
-        kept[key] = max(kept.get(key, 0), event.seq)
+        kept[key] = max(kept.get(key, 0), seq)
         return dataclasses.replace(self, children=tuple(sorted(kept.items())))
+
+    def seen(self, seq: int, op_id: str | None = None) -> bool:
+        """Whether an event at `seq` of that turn is at or before this cursor."""
+        return seq <= (self.seq if op_id is None else self.of_child(op_id))
 
     def token(self) -> int | str:
         """The cursor as `next_cursor` shows it: a plain seq while no child has events."""
