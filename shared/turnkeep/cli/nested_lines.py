@@ -12,16 +12,17 @@ is the child's, in its own session)."""
 
 
 def _head(agents: Sequence[str]) -> str:
-    return "  " * len(agents) + f"[{' > '.join(agents)}]"
+    # One step deeper than the chat's own tool lines (`  -> tool call ...`) per sub-agent.
+    return "  " * (len(agents) + 1) + f"[{' > '.join(agents)}]"
 
 
 def nested_call_line(agents: Sequence[str], name: str, arguments: str) -> str:
-    """`  [writer] call wait_for_go {}`."""
+    """`    [writer] call wait_for_go {}`."""
     return f"{_head(agents)} call {name} {arguments}"
 
 
 def nested_result_line(agents: Sequence[str], name: str, content: str, is_error: bool) -> str:
-    """`  [writer] wait_for_go returned: went` (an error says so)."""
+    """`    [writer] wait_for_go returned: went` (an error says so)."""
     first = content.splitlines()[0] if content else ""
     shown = (
         first if len(first) <= PREVIEW_CHARS and first == content else first[:PREVIEW_CHARS] + " …"
