@@ -5,6 +5,7 @@
 // the server goes away and comes back.
 
 import { UnreachableError, errorOf, isTransient, path } from "./api.js";
+import { cursorToken } from "./cursor.js";
 import { sseEvents } from "./sse.js";
 import { NoSocket, liveInfo, parseJson, socketOnce } from "./ws.js";
 
@@ -81,13 +82,6 @@ export async function followTurn(api, sessionId, turnId, handlers, { signal, cur
     }
   }
   return null;
-}
-
-/** `12`, or `12:<child>=<seq>,...` once a child turn had events (docs/api.md). */
-export function cursorToken(state) {
-  if (!state.children.size) return state.cursor;
-  const pairs = [...state.children.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return `${state.cursor}:${pairs.map(([key, seq]) => `${key}=${seq}`).join(",")}`;
 }
 
 // The first way to follow: the WebSocket GET /live names, else the stream route where it
