@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any, Final
 from turnkeep.harness.live import Committed, LiveDelta
 from turnkeep.live.connections import Connections, Subscriber
 from turnkeep.live.marks import Mark, unchanged_since
-from turnkeep.live.nesting import Above, ParentOf, turns_above
 from turnkeep.storage.attached import AttachedUpdate
 
 if TYPE_CHECKING:  # the event views are imported when someone watches (a step's cold start)
     from turnkeep.envelope.factory import DynamoTable
     from turnkeep.events.models import Event
+    from turnkeep.live.nesting import Above, ParentOf
 
 logger = logging.getLogger(__name__)
 
@@ -319,6 +319,8 @@ class WebSocketPusher:
 
     def _turns_above(self, session_id: str) -> list[Above]:
         if session_id not in self._above and self.parents is not None:
+            from turnkeep.live.nesting import turns_above
+
             try:
                 self._above[session_id] = turns_above(self.parents, session_id)
             except Exception:
