@@ -61,7 +61,7 @@ def test_kill_9_of_serve_mid_child_turn_resumes_the_child_and_both_complete(
             view = _until(lambda: _ended(client, sid, turn), "the parent turn did not end")
             page = client.get(f"/sessions/{sid}/turns/{turn}/events", params={"limit": 100})
             events = page.json()["events"]
-            (result_event,) = [e for e in events if e.get("role") == "tool"]
+            (result_event,) = [e for e in events if e.get("role") == "tool" and not e.get("nested")]
             (result,) = result_event["parts"]
             child_sid, child_op = child_ids(sid, turn, result["call_id"])
             child = client.get(f"/sessions/{child_sid}/turns/{child_op}").json()

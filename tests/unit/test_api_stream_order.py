@@ -9,7 +9,7 @@ from typing import Any
 
 from turnkeep.api.hub import LiveHub
 from turnkeep.api.stream import _events
-from turnkeep.events import Event, EventsPage
+from turnkeep.events import Event, EventsPage, MergedPage, TurnCursor
 from turnkeep.harness.live import Committed, LiveDelta
 
 
@@ -29,8 +29,8 @@ class _Turn:
         )
         self.pages = pages
 
-    def page(self, after: int | None) -> EventsPage:
-        return self.pages.pop(0)
+    def page(self, after: TurnCursor) -> MergedPage:
+        return MergedPage(page=self.pages.pop(0), calls=[])
 
     def end(self) -> dict[str, Any]:
         return {"turn_id": "op", "status": "completed"}
@@ -54,7 +54,13 @@ def test_a_delta_queued_behind_a_commit_is_sent_after_the_events_of_that_commit(
         watch.queue.put_nowait(LiveDelta("op:r1", 0, "Tool echo returned"))
         watch.queue.put_nowait(Committed("s", "op"))
         sent = []
-        async for chunk in _events(turn, hub, watch, _page("running", [], 6)):  # type: ignore[arg-type]
+        async for chunk in _events(
+            turn,  # type: ignore[arg-type]
+            hub,
+            watch,
+            MergedPage(page=_page("running", [], 6), calls=[]),
+            TurnCursor(seq=6),
+        ):
             sent.append(chunk.split("\n", 1)[0])
         return sent
 

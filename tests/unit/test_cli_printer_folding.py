@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import io
 
+from turnkeep.cli.event_renderer import TurnEventRenderer
 from turnkeep.cli.printer import FOLD_CHARS, StreamPrinter
-from turnkeep.cli.remote import TurnEventRenderer
 
 LONG = "\n".join(f"shelf {n:05}: rice, oats, tea, beans" for n in range(2_000))
 

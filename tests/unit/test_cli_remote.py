@@ -12,8 +12,9 @@ import pytest
 
 from turnkeep import cli
 from turnkeep.cli import remote
+from turnkeep.cli.event_renderer import TurnEventRenderer
 from turnkeep.cli.printer import StreamPrinter
-from turnkeep.cli.remote import RemoteChat, TurnEventRenderer
+from turnkeep.cli.remote import RemoteChat
 
 RID = "op-1:r0"
 

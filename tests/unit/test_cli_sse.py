@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from turnkeep.cli.remote import TurnEventRenderer
+from turnkeep.cli.event_renderer import TurnEventRenderer
 from turnkeep.cli.sse import SseEvent, read_sse
 
 

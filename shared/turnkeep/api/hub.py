@@ -30,6 +30,8 @@ class Watch:
 
     def __init__(self, key: tuple[str, str], loop: asyncio.AbstractEventLoop) -> None:
         self.key = key
+        self.keys: set[tuple[str, str]] = {key}
+        """Every turn it watches: `key`, and the child turns `LiveHub.watch_also` added."""
         self.queue: asyncio.Queue[HubMessage] = asyncio.Queue()
         self._loop = loop
         self.joined: set[str] = set()
@@ -57,14 +59,26 @@ class LiveHub:
             self._watches.setdefault(watch.key, set()).add(watch)
         return watch
 
+    def watch_also(self, watch: Watch, session_id: str, op_id: str) -> bool:
+        """Deliver turn `op_id`'s messages to `watch` too (a sub-agent's child turn of the
+        watched turn: docs/api.md, "Sub-agent events"); False when it already did."""
+        key = (session_id, op_id)
+        with self._lock:
+            if key in watch.keys:
+                return False
+            watch.keys.add(key)
+            self._watches.setdefault(key, set()).add(watch)
+        return True
+
     def unwatch(self, watch: Watch) -> None:
         """Stop delivering to `watch`."""
         with self._lock:
-            watches = self._watches.get(watch.key)
-            if watches is not None:
-                watches.discard(watch)
-                if not watches:
-                    del self._watches[watch.key]
+            for key in watch.keys:
+                watches = self._watches.get(key)
+                if watches is not None:
+                    watches.discard(watch)
+                    if not watches:
+                        del self._watches[key]
 
     def watchers(self, session_id: str, op_id: str) -> int:
         """How many streams watch turn `op_id` now."""

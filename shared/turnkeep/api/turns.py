@@ -23,12 +23,11 @@ from turnkeep.api.models import (
     error_responses,
 )
 from turnkeep.api.ratelimit import RateGate
-from turnkeep.api.sessions import Cursor
+from turnkeep.api.turn_pages import TurnCursorQuery, merged_page, parse_cursor
 from turnkeep.envelope import Envelope
 from turnkeep.events import (
     TurnNotFound,
     TurnTimeline,
-    turn_events,
     turn_timeline,
     turn_values,
     turn_view,
@@ -43,7 +42,7 @@ from turnkeep.harness import (
     new_op_id,
 )
 from turnkeep.harness.attachment_checks import refusal_for
-from turnkeep.harness.state import head_address, user_entry_id
+from turnkeep.harness.state import head_address
 
 logger = logging.getLogger("turnkeep.api")
 
@@ -233,19 +232,14 @@ def events(
     user: User,
     session_id: SessionId,
     turn_id: TurnId,
-    cursor: Cursor = None,
+    cursor: TurnCursorQuery = None,
     limit: EventLimit = 200,
 ) -> EventsPage:
-    """The turn's events after `cursor`: frames of the streaming round, then settled entries."""
-    with ctx.storage(session_id) as storage:
-        # One read for the envelope, the turn's record or state and its first event's place.
-        envelope = ctx.owned_ahead(
-            user, storage, values=turn_values(turn_id), entries=[user_entry_id(turn_id)]
-        )
-        try:
-            return turn_events(storage, envelope, turn_id, cursor, limit)
-        except TurnNotFound:
-            raise not_found("turn") from None
+    """The turn's events after `cursor`: frames of the streaming round, then settled entries,
+    its sub-agents' child turns' nested under their calls (docs/api.md, "Sub-agent events")."""
+    return merged_page(
+        ctx, user, session_id, turn_id, cursor=parse_cursor(cursor), limit=limit
+    ).page
 
 
 @router.get("/{turn_id}/timeline", response_model=TurnTimeline)

@@ -30,11 +30,17 @@ def runtime() -> Runtime:
                 # The steps push each new event to the turn's WebSocket subscribers.
                 from turnkeep.live.push import websocket_pusher
 
-                _RUNTIME.deps.live = websocket_pusher(
+                pusher = websocket_pusher(
                     settings.ws_endpoint,
                     settings.envelope_url_or_local(),
                     delta_gap_s=settings.limits.live_interval_ms / 1000,
                 )
+                if _RUNTIME.deps.agent.agents:
+                    # A child turn's steps push to its parents' watchers too (nested).
+                    from turnkeep.live.nesting import parent_finder
+
+                    pusher.parents = parent_finder(_RUNTIME.deps)
+                _RUNTIME.deps.live = pusher
         return _RUNTIME
 
 

@@ -8,6 +8,7 @@ the server) and the chat goes on; Ctrl-C or EOF at the prompt ends the chat.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import uuid
 from typing import Protocol, TextIO
@@ -15,6 +16,7 @@ from typing import Protocol, TextIO
 from turnkeep.cli import remote
 from turnkeep.cli.approvals import Ask, prompt_asker
 from turnkeep.cli.attach import AttachFailed, attach_local, attach_remote, attached_line
+from turnkeep.cli.child_progress import ChildProgress
 from turnkeep.cli.printer import StreamPrinter, describe
 from turnkeep.cli.result_block import result_block
 from turnkeep.cli.ws import WS_URL_ENV, check_ws_url
@@ -158,6 +160,10 @@ class LocalChat:
         self._reported: set[ToolOutcome] = set()
         self.runtime = runtime
         self.deps: HarnessDeps = runtime.deps
+        if self.deps.agent.agents:
+            # A sub-agent's child turn prints its tool calls under the call as it runs.
+            progress = ChildProgress(self.deps, self.deps.live, printer.notice)
+            self.deps = dataclasses.replace(self.deps, live=progress)
         self.session_id = session_id
         self.user = user
         self.model = model

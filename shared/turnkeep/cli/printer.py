@@ -26,7 +26,7 @@ class StreamPrinter:
 
     Fed by either source: provider stream events and tool outcomes of an in-process turn
     (`on_event`, `on_tool`), or the API's turn events through
-    `turnkeep.cli.remote.TurnEventRenderer` (the `ChatOutput` methods `text`, `end_text`,
+    `turnkeep.cli.event_renderer.TurnEventRenderer` (the `ChatOutput` methods `text`, `end_text`,
     `tool_call`, `tool_result`, `notice`).
     """
 

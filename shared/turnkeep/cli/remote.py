@@ -21,13 +21,12 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
+from turnkeep.cli.event_renderer import ChatOutput, TurnEventRenderer
 from turnkeep.cli.result_block import result_block
-from turnkeep.cli.sse import apply_delta
 from turnkeep.cli.usage_line import usage_text
-from turnkeep.harness.source_notices import ToolSourceNotice
 
 if TYPE_CHECKING:
     import httpx
@@ -43,30 +42,6 @@ PAGE_LIMIT = 200
 LISTING_WAIT_S = 10.0
 """How long a seen approval request may take to be listed by `GET /approvals`."""
 _BODY_SHOWN = 300
-
-
-class ChatOutput(Protocol):
-    """Where a turn is printed (the CLI's `StreamPrinter`)."""
-
-    def text(self, piece: str) -> None:
-        """Assistant text, appended to the reply being shown."""
-        ...
-
-    def end_text(self) -> None:
-        """Close the reply being shown (a no-op when none is)."""
-        ...
-
-    def tool_call(self, name: str, arguments: str) -> None:
-        """One tool call the model made."""
-        ...
-
-    def tool_result(self, name: str, content: str, is_error: bool) -> None:
-        """One finished tool call."""
-        ...
-
-    def notice(self, line: str) -> None:
-        """A line of its own (status, errors)."""
-        ...
 
 
 class ApiUnreachableError(Exception):
@@ -97,123 +72,6 @@ def check_url(url: str) -> str:
     if parts.query or parts.fragment:
         raise ValueError(f"--url must not carry a query or fragment, got {url!r}")
     return url.rstrip("/")
-
-
-def _parts_text(parts: object) -> str:
-    if not isinstance(parts, list):
-        return ""
-    return "".join(
-        str(p.get("text", "")) for p in parts if isinstance(p, dict) and p.get("kind") == "text"
-    )
-
-
-class TurnEventRenderer:
-    """Prints one turn's API events through a `ChatOutput`, each piece of text exactly once.
-
-    Frames append their text to the reply of their `response_id`; the settled assistant entry
-    with that id then prints only the part of its text the frames did not show (all of it when
-    no frame was seen). Should the settled text not extend what streamed (a retried round), the
-    whole settled text is printed after a notice rather than a silently wrong reply. Events at
-    or below the highest `seq` already handled are ignored.
-    """
-
-    def __init__(self, output: ChatOutput) -> None:
-        self.output = output
-        self.last_seq = 0
-        self.frames_seen = 0
-        self._shown: dict[str, str] = {}
-        self._settled: set[str] = set()
-        self.waiting = False
-        """A live stream said the turn waits for an approval (its `status`)."""
-        self.undecided: set[str] = set()
-        """Calls of `approval_requested` events handled with no `approval_decided` yet."""
-
-    def on_event(self, event: Mapping[str, Any]) -> None:
-        """Handle one event of a page (pages are fed in order)."""
-        seq = event.get("seq")
-        if isinstance(seq, int):
-            if seq <= self.last_seq:
-                return
-            self.last_seq = seq
-        kind = event.get("kind")
-        if kind == "frame":
-            self._frame(event)
-        elif kind == "entry":
-            self._entry(event)
-        elif kind == "tool_source_unavailable":
-            tools = event.get("tools")
-            notice = ToolSourceNotice(
-                str(event.get("source")),
-                str(event.get("message", "")),
-                tuple(str(t) for t in tools) if isinstance(tools, list) else (),
-            )
-            self.output.end_text()
-            self.output.notice(notice.line())
-        elif kind == "approval_requested":
-            self.undecided.add(str(event.get("call_id")))
-        elif kind == "approval_decided":
-            self.undecided.discard(str(event.get("call_id")))
-
-    def finish(self) -> None:
-        """End the reply being shown (the turn ended)."""
-        self.output.end_text()
-
-    def on_delta(self, data: Mapping[str, Any]) -> None:
-        """Handle one live delta of the stream (`response_id`, `offset`, `text`)."""
-        self._piece(data)
-
-    def _frame(self, event: Mapping[str, Any]) -> None:
-        self.frames_seen += 1
-        self._piece(event)
-
-    def _piece(self, event: Mapping[str, Any]) -> None:
-        """Streamed text by the stream's one rule (`cli/sse.apply_delta`): only what extends the
-        text already shown is printed (a terminal cannot take text back)."""
-        rid = str(event.get("response_id") or "")
-        if rid in self._settled:
-            return  # the entry already showed this round
-        piece = event.get("text")
-        if not isinstance(piece, str) or not piece:
-            return
-        shown = self._shown.get(rid, "")
-        offset = event.get("offset")
-        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            offset = len(shown)  # no usable offset: the piece extends what is shown
-        whole = apply_delta(shown, offset, piece)
-        if len(whole) > len(shown) and whole.startswith(shown):
-            self._shown[rid] = whole
-            self.output.text(whole[len(shown) :])
-
-    def _entry(self, event: Mapping[str, Any]) -> None:
-        role = event.get("role")
-        parts = event.get("parts")
-        if role == "assistant":
-            rid = str(event.get("response_id") or event.get("entry_id") or "")
-            self._settled.add(rid)
-            shown = self._shown.pop(rid, "")
-            full = _parts_text(parts)
-            if full.startswith(shown):
-                if full[len(shown) :]:
-                    self.output.text(full[len(shown) :])
-            else:
-                self.output.end_text()
-                self.output.notice("[the streamed reply was revised; the settled reply:]")
-                self.output.text(full)
-            self.output.end_text()
-            if event.get("interrupted"):
-                self.output.notice("[this reply was interrupted]")
-            for part in parts if isinstance(parts, list) else []:
-                if isinstance(part, dict) and part.get("kind") == "tool_call":
-                    self.output.tool_call(str(part.get("name")), str(part.get("arguments", "")))
-        elif role == "tool":
-            for part in parts if isinstance(parts, list) else []:
-                if isinstance(part, dict) and part.get("kind") == "tool_result":
-                    self.output.tool_result(
-                        str(part.get("name")),
-                        str(part.get("content", "")),
-                        bool(part.get("is_error", False)),
-                    )
-        # The user entry is the line just typed: not echoed.
 
 
 def status_line(turn_id: str, view: Mapping[str, Any]) -> str:
@@ -416,7 +274,12 @@ class RemoteChat:
         return self._poll(turn_id, renderer, deadline)
 
     def on_live(
-        self, turn_id: str, renderer: TurnEventRenderer, kind: str, seq: int | None, data: Any
+        self,
+        turn_id: str,
+        renderer: TurnEventRenderer,
+        kind: str,
+        seq: int | str | None,
+        data: Any,
     ) -> Ended | None:
         """One event of a live stream (SSE or WebSocket: the same kinds and data); `Ended`
         with the turn's final status once nothing more is to be read."""
@@ -466,7 +329,7 @@ class RemoteChat:
             with self.client.stream(
                 "GET",
                 path,
-                params={"cursor": renderer.last_seq},
+                params={"cursor": renderer.resume_cursor()},
                 headers={"Accept": "text/event-stream"},
             ) as answer:
                 if answer.status_code in (404, 405, 501):
@@ -499,7 +362,7 @@ class RemoteChat:
 
     def _poll(self, turn_id: str, renderer: TurnEventRenderer, deadline: float) -> str | None:
         events_path = f"{self._turn_path(turn_id)}/events"
-        cursor = renderer.last_seq
+        cursor = renderer.resume_cursor()
         delay = POLL_MIN_S
         while True:
             try:
@@ -516,7 +379,7 @@ class RemoteChat:
                 if isinstance(event, dict):
                     renderer.on_event(event)
             next_cursor = page.get("next_cursor")
-            if isinstance(next_cursor, int) and not isinstance(next_cursor, bool):
+            if isinstance(next_cursor, (int, str)) and not isinstance(next_cursor, bool):
                 cursor = next_cursor
             if page.get("finished"):
                 break

@@ -10,17 +10,18 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class SseEvent:
-    """One event: its `event:` name, `id:` (None without one) and `data:` parsed as JSON."""
+    """One event: its `event:` name, `id:` (None without one; a string when it also holds
+    sub-agents' child turns' places, docs/api.md) and `data:` parsed as JSON."""
 
     kind: str
-    id: int | None
+    id: int | str | None
     data: Any
 
 
 def read_sse(lines: Iterable[str]) -> Iterator[SseEvent]:
     """The events of a stream given as lines (comments such as `: ping` are skipped)."""
     kind: str = "message"
-    event_id: int | None = None
+    event_id: int | str | None = None
     data: list[str] = []
     for raw in lines:
         line = raw.rstrip("\r\n")
@@ -36,7 +37,7 @@ def read_sse(lines: Iterable[str]) -> Iterator[SseEvent]:
         if name == "event":
             kind = value
         elif name == "id":
-            event_id = int(value) if value.isdigit() else None
+            event_id = int(value) if value.isascii() and value.isdigit() else (value or None)
         elif name == "data":
             data.append(value)
 

@@ -19,7 +19,8 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
 
-    from turnkeep.cli.remote import NoStream, RemoteChat, TurnEventRenderer
+    from turnkeep.cli.event_renderer import TurnEventRenderer
+    from turnkeep.cli.remote import NoStream, RemoteChat
 
 WS_URL_ENV: Final = "TURNKEEP_WS_URL"
 """The WebSocket URL of `chat --url` when `--ws-url` is not given (the stack's `WebSocketUrl`);
@@ -93,7 +94,9 @@ def open_socket(url: str, authorization: str | None) -> Iterator[ClientConnectio
         yield connection
 
 
-def subscribe(connection: ClientConnection, session_id: str, turn_id: str, cursor: int) -> None:
+def subscribe(
+    connection: ClientConnection, session_id: str, turn_id: str, cursor: int | str
+) -> None:
     """Send the one message a client sends: follow `turn_id` after `cursor`."""
     from websockets.exceptions import ConnectionClosed
 
@@ -163,7 +166,7 @@ def follow_on_socket(
             chat.output.notice(f"[the WebSocket at {url} cannot be opened: {exc}; polling]")
             return NoStream()
         try:
-            subscribe(connection, chat.session_id, turn_id, renderer.last_seq)
+            subscribe(connection, chat.session_id, turn_id, renderer.resume_cursor())
             while True:
                 remaining = deadline - chat.clock()
                 if remaining <= 0:

@@ -13,9 +13,18 @@ from turnkeep.events.models import (
     Delta,
     Event,
     EventsPage,
+    NestedCall,
     TranscriptPage,
     TurnStatus,
     TurnView,
+)
+from turnkeep.events.nested import (
+    CURSOR_PATTERN,
+    CursorError,
+    MergedPage,
+    OpenChild,
+    TurnCursor,
+    nested_turn_events,
 )
 from turnkeep.events.registry import ENTRY_EVENTS, EntryEventBuilder, EventRegistry, entry_event
 from turnkeep.events.timeline import TimelineBar, TurnTimeline, turn_timeline
@@ -29,14 +38,20 @@ from turnkeep.events.turns import (
 
 __all__ = [
     "CURSOR_MAX",
+    "CURSOR_PATTERN",
     "ENTRY_EVENTS",
+    "CursorError",
     "Delta",
     "EntryEventBuilder",
     "Event",
     "EventRegistry",
     "EventsPage",
+    "MergedPage",
+    "NestedCall",
+    "OpenChild",
     "TimelineBar",
     "TranscriptPage",
+    "TurnCursor",
     "TurnNotFound",
     "TurnStatus",
     "TurnTimeline",
@@ -45,6 +60,7 @@ __all__ = [
     "entry_event",
     "frame_event",
     "message_event",
+    "nested_turn_events",
     "source_notice_event",
     "transcript_page",
     "turn_events",

@@ -51,6 +51,17 @@ class Delta(BaseModel):
     name: str | None = None
 
 
+class NestedCall(BaseModel):
+    """The sub-agent call a nested event's child turn runs under (docs/api.md, "Sub-agent
+    events"); `depth` 1 is a call of the watched turn itself."""
+
+    call_id: str
+    agent: str
+    session_id: str
+    op_id: str
+    depth: int
+
+
 class Event(BaseModel):
     """One event of a turn, numbered by the session's global sequence.
 
@@ -92,6 +103,11 @@ class Event(BaseModel):
         "approval event, the child turn that asks (`agent`, `path`, `session_id`, `turn_id`, "
         "`call_id` of the parent's call; docs/approvals.md)",
     )
+    nested: list[NestedCall] | None = Field(
+        default=None,
+        description="an event of a sub-agent's child turn: the calls it runs under, the "
+        "watched turn's own call first (docs/api.md, 'Sub-agent events')",
+    )
     # approval fields (docs/approvals.md)
     tool: str | None = None
     arguments: Any = None
@@ -109,7 +125,10 @@ class EventsPage(BaseModel):
     turn_id: str
     status: TurnStatus
     events: list[Event]
-    next_cursor: int = Field(description="the last seq returned (or the cursor sent)")
+    next_cursor: int | str = Field(
+        description="the last seq returned (or the cursor sent); once a sub-agent's child turn "
+        "has events, `<seq>:<child>=<seq>,...` (pass it back as it is; docs/api.md)"
+    )
     finished: bool = Field(description="true once the turn ended and every event was returned")
     error_code: str | None = Field(
         default=None, description="once finished: `output_invalid` when a typed result failed"

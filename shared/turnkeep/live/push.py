@@ -38,6 +38,7 @@ from turnkeep.storage.attached import AttachedUpdate
 if TYPE_CHECKING:  # the event views are imported when someone watches (a step's cold start)
     from turnkeep.envelope.factory import DynamoTable
     from turnkeep.events.models import Event
+    from turnkeep.live.nesting import Above, ParentOf
 
 logger = logging.getLogger(__name__)
 
@@ -230,6 +231,12 @@ class WebSocketPusher:
             str, frozenset[int]
         ] = {}  # session -> seqs of its last conditioned commit
         self.stats = PushStats()
+        self.parents: ParentOf | None = None
+        """Set where sub-agents run: a child turn's events also go to the subscribers of the
+        turns above it, nested under the calls (docs/api.md, "Sub-agent events")."""
+        self._above: dict[str, list[Above]] = {}  # child session -> the turns above it
+        self._above_subs: dict[tuple[str, str], list[str]] = {}  # turn above -> connections
+        self._above_joined: set[tuple[str, str]] = set()  # (connection, child response)
 
     def seen_envelope(self, session_id: str, item: Mapping[str, Any] | None) -> None:
         """Keep the watch mark of the envelope item a step read."""
@@ -270,6 +277,8 @@ class WebSocketPusher:
 
     def may_watch(self, session_id: str, op_id: str) -> bool:
         """False when the mark read last says nobody subscribed to the turn."""
+        if self._relays(session_id):
+            return True  # the turns above it may be watched
         mark = self._marks.get(session_id)
         known = self._turns.get((session_id, op_id))
         return mark is None or op_id in mark.ops or bool(known and known.subscribers)
@@ -278,6 +287,8 @@ class WebSocketPusher:
         self, session_id: str, op_id: str, delta: LiveDelta, so_far: Callable[[], str]
     ) -> None:
         """Post the piece to the turn's subscribers (its whole text to one new to it)."""
+        if self._relays(session_id):
+            self._relay_delta(session_id, delta, so_far)
         watched = self._watched(session_id, op_id)
         if not watched.loaded:
             mark = self._marks.get(session_id)
@@ -297,7 +308,70 @@ class WebSocketPusher:
                 self._catch_up_text(session_id, op_id, connection, delta.response_id, so_far)
 
     def committed(self, event: Committed) -> None:
-        """Post the commit's events to the turn's subscribers, read again now."""
+        """Post the commit's events to the turn's subscribers, read again now (and, for a
+        child turn, to the subscribers of the turns above it, nested)."""
+        self._committed_here(event)
+        if self._relays(event.session_id):
+            self._relay_commit(event)
+
+    def _relays(self, session_id: str) -> bool:
+        return self.parents is not None and session_id.startswith("sub-")
+
+    def _turns_above(self, session_id: str) -> list[Above]:
+        if session_id not in self._above and self.parents is not None:
+            from turnkeep.live.nesting import turns_above
+
+            try:
+                self._above[session_id] = turns_above(self.parents, session_id)
+            except Exception:
+                logger.exception("reading the parent link of %s failed", session_id)
+                self.stats.failures += 1
+                return []
+        return self._above.get(session_id, [])
+
+    def _relay_commit(self, event: Committed) -> None:
+        """The child commit's events to each turn above it: its subscribers read again (one
+        Query per turn above), each event with the calls it runs under as `nested`."""
+        from turnkeep.events import entry_event, frame_event
+
+        shaped = [entry_event(entry) for entry in event.entries]
+        shaped += [frame_event(f.element, f.response_id, f.round) for f in event.frames]
+        shaped.sort(key=lambda e: e.seq)
+        for above in self._turns_above(event.session_id):
+            key = (above.session_id, above.op_id)
+            watched = _Watched()
+            self._refresh(above.session_id, above.op_id, watched)
+            self._forget_gone(watched)
+            self._above_subs[key] = list(watched.subscribers)
+            nested = list(above.nested)
+            for connection in self._above_subs[key]:
+                for item in shaped:
+                    body = event_message(item.model_copy(update={"nested": nested}))
+                    self._post(above.session_id, above.op_id, connection, body)
+
+    def _relay_delta(self, session_id: str, delta: LiveDelta, so_far: Callable[[], str]) -> None:
+        """A child's live text to the subscribers of the turns above it known since its last
+        commit (no request); one new to the response gets its text so far first."""
+        for above in self._turns_above(session_id):
+            nested = [call.model_dump(mode="json") for call in above.nested]
+            for connection in self._above_subs.get((above.session_id, above.op_id), []):
+                joined = (connection, delta.response_id)
+                piece = delta if joined in self._above_joined else None
+                if piece is None:
+                    self._above_joined.add(joined)
+                    piece = LiveDelta(delta.response_id, 0, so_far())
+                for body in delta_messages(piece):
+                    data = json.loads(body)["data"]
+                    self._post(
+                        above.session_id,
+                        above.op_id,
+                        connection,
+                        message("delta", {**data, "nested": nested}),
+                        delta=True,
+                    )
+
+    def _committed_here(self, event: Committed) -> None:
+        """The commit's events to the turn's own subscribers."""
         session_id, op_id = event.session_id, event.op_id
         watched = self._watched(session_id, op_id)
         if self._should_look(event, watched):

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
-from turnkeep.events.models import CURSOR_MAX
+from turnkeep.envelope import Envelope
+from turnkeep.events.models import CURSOR_MAX, EventsPage
+from turnkeep.events.nested import CURSOR_PATTERN, TurnCursor
 from turnkeep.harness.deps import HarnessDeps
 from turnkeep.harness.state import (
     frames_scope,
@@ -32,6 +35,7 @@ from turnkeep.harness.state import (
 from turnkeep.live.connections import Connections
 from turnkeep.live.push import end_message, event_message, message
 from turnkeep.session_ids import SESSION_ID_PATTERN
+from turnkeep.storage import Storage
 from turnkeep.turn_rules import OP_ID_PATTERN
 
 logger = logging.getLogger(__name__)
@@ -49,7 +53,12 @@ class Subscribe(BaseModel):
     action: Literal["subscribe"]
     session_id: str = Field(pattern=SESSION_ID_PATTERN)
     turn_id: str = Field(pattern=OP_ID_PATTERN)
-    cursor: StrictInt = Field(default=0, ge=0, le=CURSOR_MAX)
+    cursor: (
+        Annotated[StrictInt, Field(ge=0, le=CURSOR_MAX)]
+        | Annotated[str, Field(pattern=CURSOR_PATTERN)]
+    ) = 0
+    """The last `id` seen: a seq, or with sub-agents' child turns the events page's
+    `<seq>:<child>=<seq>,...` (docs/api.md, "Sub-agent events")."""
 
 
 @dataclass(frozen=True)
@@ -151,7 +160,7 @@ class WebSocketRoutes:
         self._subscribe(route, wanted)
 
     def _subscribe(self, route: Route, wanted: Subscribe) -> None:
-        from turnkeep.events import TurnNotFound, turn_events, turn_values
+        from turnkeep.events import CursorError, TurnNotFound, turn_values
 
         conn, sid, op = route.connection_id, wanted.session_id, wanted.turn_id
         envelope = self.deps.envelopes.get_for_owner(route.user_id, sid)
@@ -161,11 +170,15 @@ class WebSocketRoutes:
         # Recorded and marked together before the catch-up is read: a step that reads the mark
         # after finds the subscription, and one that read it before has its next envelope commit
         # cancelled by the mark (turnkeep.live.marks), so what commits after the read is pushed.
-        if not self.connections.subscribe_marked(sid, op, conn, route.user_id, wanted.cursor):
+        try:
+            cursor = TurnCursor.parse(wanted.cursor)
+        except CursorError as exc:
+            self._send(conn, error("invalid_message", str(exc)))
+            return
+        if not self.connections.subscribe_marked(sid, op, conn, route.user_id, cursor.seq):
             self._send(conn, error("not_found", "session not found"))  # deleted meanwhile
             return
         deps = self.deps
-        cursor: int = wanted.cursor
         first = True
         storage = deps.open_storage(sid)
         try:
@@ -178,7 +191,7 @@ class WebSocketRoutes:
                 storage.prefetch(scopes=[frames_scope(response_id(op, state.round))], head=True)
             while True:
                 try:
-                    page = turn_events(storage, envelope, op, cursor, PAGE)
+                    page = self._page(storage, envelope, op, cursor, route.user_id)
                 except TurnNotFound:
                     self._forget(sid, op, conn)
                     self._send(conn, error("not_found", "turn not found"))
@@ -188,7 +201,7 @@ class WebSocketRoutes:
                     first = False
                 for item in page.events:
                     self._send(conn, event_message(item))
-                cursor = page.next_cursor
+                cursor = TurnCursor.parse(page.next_cursor)
                 if page.finished:
                     record = load_record(storage, op)
                     dumped = record.model_dump(mode="json") if record is not None else {}
@@ -199,6 +212,33 @@ class WebSocketRoutes:
                     return
         finally:
             storage.close()
+
+    def _page(
+        self, storage: Storage, envelope: Envelope, op_id: str, cursor: TurnCursor, user_id: str
+    ) -> EventsPage:
+        """The turn's catch-up after `cursor`, its sub-agents' child turns' events nested in."""
+        from turnkeep.events import nested_turn_events
+        from turnkeep.harness.subagents import deps_for_session
+
+        deps = self.deps
+
+        @contextmanager
+        def open_child(session_id: str) -> Iterator[tuple[Storage, Envelope | None] | None]:
+            child = deps.envelopes.get(session_id)
+            if child is None or child.owner_id != user_id:
+                yield None
+                return
+            handle = deps.open_storage(session_id)
+            try:
+                yield handle, child
+            finally:
+                handle.close()
+
+        agent = deps_for_session(deps, storage.session_id).agent
+        merged = nested_turn_events(
+            storage, envelope, op_id, cursor, PAGE, agent=agent, open_child=open_child
+        )
+        return merged.page
 
     def _forget(self, session_id: str, op_id: str, connection: str) -> None:
         """Drop the subscription and the mark of a turn that ended (or never was): no step of

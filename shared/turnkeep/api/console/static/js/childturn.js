@@ -66,3 +66,26 @@ async function loadChild(subagent, ctx, makeView) {
   view.setStatus(await ctx.api.get(path("sessions", sessionId, "turns", opId)));
   return view.element;
 }
+
+/**
+ * A running sub-agent call's child turn, filled live from the parent's stream (docs/console.md,
+ * "Sub-agents"): `call` is a nested event's call (call_id, agent, session_id, op_id); open
+ * while it runs, collapsible. Returns {element, view}: the parent's view hands the child's
+ * events to `view` and drops the block when the call's result comes (the closed child turn
+ * under the result takes its place).
+ */
+export function liveChildTurn(call, ctx, makeView) {
+  const view = makeView(call.op_id, { ...ctx, sessionId: call.session_id });
+  view.setStatus({ status: "running", rounds: 0 });
+  const element = h(
+    "details",
+    {
+      class: "child-turn live",
+      open: true,
+      dataset: { session: call.session_id, op: call.op_id, call: call.call_id },
+    },
+    h("summary", {}, `child turn · ${call.agent} · running`),
+    h("div", { class: "child-turn-body" }, view.element),
+  );
+  return { element, view };
+}

@@ -5,6 +5,7 @@
 // the server goes away and comes back.
 
 import { UnreachableError, errorOf, isTransient, path } from "./api.js";
+import { cursorToken } from "./cursor.js";
 import { sseEvents } from "./sse.js";
 import { NoSocket, liveInfo, parseJson, socketOnce } from "./ws.js";
 
@@ -33,12 +34,19 @@ const sleep = (ms, signal) =>
  * usage}; rejects on a non-transient API error; resolves to null when `signal` aborts.
  */
 export async function followTurn(api, sessionId, turnId, handlers, { signal, cursor = 0 } = {}) {
-  const state = { cursor, mode: null, fallback: "stream" };
+  // `children`: each sub-agent child turn's own place (its events are numbered in its own
+  // session: docs/api.md, "Sub-agent events"); `cursorToken()` is what the server reads.
+  const state = { cursor, children: new Map(), mode: null, fallback: "stream" };
   const turnPath = path("sessions", sessionId, "turns", turnId);
   const deliver = (event) => {
     if (typeof event.seq === "number") {
-      if (event.seq <= state.cursor) return;
-      state.cursor = event.seq;
+      const child = event.nested?.length
+        ? String(event.nested[event.nested.length - 1].op_id).replace(/^op-sub-/, "")
+        : null;
+      const seen = child === null ? state.cursor : state.children.get(child) || 0;
+      if (event.seq <= seen) return;
+      if (child === null) state.cursor = event.seq;
+      else state.children.set(child, event.seq);
     }
     handlers.onEvent?.(event);
   };
@@ -86,7 +94,7 @@ async function chooseMode(api, state) {
 
 async function streamOnce(api, turnPath, state, deliver, handlers, signal) {
   const response = await api.send("GET", `${turnPath}/stream`, {
-    query: state.cursor ? { cursor: state.cursor } : undefined,
+    query: state.cursor || state.children.size ? { cursor: cursorToken(state) } : undefined,
     signal,
     accept: "text/event-stream",
   });
@@ -123,7 +131,7 @@ async function pollUntilEnd(api, turnPath, state, deliver, handlers, signal) {
   while (!signal?.aborted) {
     const page = await api.get(
       `${turnPath}/events`,
-      { cursor: state.cursor, limit: PAGE_LIMIT },
+      { cursor: cursorToken(state), limit: PAGE_LIMIT },
       { signal },
     );
     handlers.onConnection?.(mode);

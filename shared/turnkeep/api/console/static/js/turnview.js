@@ -3,7 +3,7 @@
 // compaction summaries. History and live turns go through the same `apply`.
 
 import { attachmentList } from "./attachments.js";
-import { childTurn } from "./childturn.js";
+import { childTurn, liveChildTurn } from "./childturn.js";
 import { h, replaceChildren } from "./dom.js";
 import { approvalCard, markDecided } from "./approvals.js";
 import { describe, path } from "./api.js";
@@ -78,6 +78,8 @@ export class TurnView {
     this.ctx = ctx;
     this.bubbles = new Map(); // response_id -> {element, text, textNode, calls}
     this.approvals = new Map(); // call_id -> card element
+    this.liveChildren = new Map(); // call_id -> {element, view}: a running sub-agent call
+    this.endedCalls = new Set(); // sub-agent calls whose result is here
     this.status = h("p", { class: "turn-status", "aria-live": "polite" }, "…");
     this.error = h("p", { class: "turn-error", role: "alert", hidden: true });
     // A typed turn's validated result (docs/agent.md, "Typed results"): a JSON block.
@@ -159,6 +161,7 @@ export class TurnView {
 
   /** One event of the events contract (frame, entry, approval_requested/decided). */
   apply(event) {
+    if (event.nested?.length) return this.nested(event, (view, inner) => view.apply(inner));
     if (event.kind === "frame") this.frame(event);
     else if (event.kind === "entry") this.entry(event);
     else if (event.kind === "approval_requested") this.approvalRequested(event);
@@ -181,7 +184,29 @@ export class TurnView {
 
   /** A live delta of the stream route: same rule as a frame's text. */
   delta(delta) {
+    if (delta.nested?.length) return this.nested(delta, (view, inner) => view.delta(inner));
     this.frame({ response_id: delta.response_id, offset: delta.offset, text: delta.text });
+  }
+
+  /** A child turn's event (docs/api.md, "Sub-agent events"): to the live block of the call it
+   * runs under, one level of `nested` less; none once that call's result is here. */
+  nested(event, handle) {
+    const [call, ...deeper] = event.nested;
+    if (this.endedCalls.has(call.call_id)) return;
+    let child = this.liveChildren.get(call.call_id);
+    if (!child) {
+      child = liveChildTurn(call, this.ctx, (id, ctx) => new TurnView(id, ctx));
+      this.liveChildren.set(call.call_id, child);
+      this.place(child.element);
+    }
+    handle(child.view, { ...event, nested: deeper.length ? deeper : undefined });
+  }
+
+  /** The call's result is here: its live block gives way to the closed child turn. */
+  endChild(callId) {
+    this.endedCalls.add(callId);
+    this.liveChildren.get(callId)?.element.remove();
+    this.liveChildren.delete(callId);
   }
 
   bubble(rid) {
@@ -250,6 +275,7 @@ export class TurnView {
     } else if (role === "tool") {
       for (const part of event.parts || []) {
         if (part.kind !== "tool_result") continue;
+        if (event.subagent) this.endChild(part.call_id);
         const error = Boolean(part.is_error);
         this.place(
           h(

@@ -5,6 +5,7 @@
 // same handlers render them.
 
 import { ApiError, UnreachableError } from "./api.js";
+import { cursorToken } from "./cursor.js";
 
 /** No socket can be had here (no ticket route, a refused or failed handshake, an error the
  * socket cannot carry past): the caller follows the turn another way and says so. */
@@ -72,7 +73,7 @@ export async function socketOnce(api, sessionId, turnId, state, deliver, handler
       opened = true;
       handlers.onConnection?.("socket");
       const body = { action: "subscribe", session_id: sessionId, turn_id: turnId };
-      socket.send(JSON.stringify({ ...body, cursor: state.cursor }));
+      socket.send(JSON.stringify({ ...body, cursor: cursorToken(state) }));
     };
     socket.onmessage = (message) => {
       const body = parseJson(message.data);
