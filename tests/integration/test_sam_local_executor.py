@@ -13,11 +13,12 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import boto3
 import httpx
 import pytest
 
-from tools.sam_local import seed
-from tools.sam_local.executor import LocalExecutor, StartLambda
+from tools.sam_local import seed, sfn_relay
+from tools.sam_local.executor import LocalExecutor, StartLambda, deliver_callback
 from tools.sam_local.stack import free_port
 from tools.sam_local.template import function_ids, load_template
 
@@ -88,7 +89,9 @@ def moto_server(moto_process: str) -> str:
     return moto_process
 
 
-def _run(moto_url: str, answers: dict[str, Answer]) -> tuple[Any, FakeStartLambda]:
+def _run(
+    moto_url: str, answers: dict[str, Answer], callbacks_url: str = ""
+) -> tuple[Any, FakeStartLambda]:
     names = seed.LocalNames.from_env_file()
     definition = seed.create_resources(moto_url, names)
     fake = FakeStartLambda(answers)
@@ -100,6 +103,7 @@ def _run(moto_url: str, answers: dict[str, Answer]) -> tuple[Any, FakeStartLambd
         function_ids=function_ids(load_template()),
         invoke=lambdas.invoke,
         poll_seconds=0.05,
+        callbacks_url=callbacks_url,
     )
     executor.start()
     try:
@@ -173,3 +177,85 @@ def test_a_result_runs_the_definition_on_to_the_next_task(moto_server: str) -> N
     assert execution.status == "SUCCEEDED"
     assert [name for name, _payload in fake.calls] == ["ModelStepFunction", "FinishTurnFunction"]
     assert execution.output == {"session_id": "s-1", "op_id": "op-1", "status": "completed"}
+
+
+@pytest.fixture
+def relay(moto_server: str) -> Iterator[str]:
+    """The Step Functions relay (sfn_relay.py) in this process, in front of the moto server."""
+    server = sfn_relay.serve("127.0.0.1", free_port(), moto_server)
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_task_token_sent_through_the_relay_ends_the_child_turn_wait_and_the_turn_goes_on(
+    moto_server: str, relay: str
+) -> None:
+    # As a function in a container would: its Step Functions endpoint is the relay.
+    sfn = seed.client("stepfunctions", relay)
+    rounds: list[int] = []
+
+    def model(payload: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+        rounds.append(payload["round"])
+        if len(rounds) == 1:
+            return _json({**payload, "next": "tools", "next_round": 1, "call_ids": ["c-1"]})
+        return _json({**payload, "next": "finish", "next_round": 2, "call_ids": []})
+
+    def tool(payload: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+        if payload.get("child"):
+            # The wait's hold: the token goes back once this invocation has answered, as a
+            # child turn's last step would send it from another container.
+            token = payload["task_token"]
+            threading.Thread(
+                target=lambda: sfn.send_task_success(taskToken=token, output="{}")
+            ).start()
+            return _json({"status": "waiting"})
+        if payload["approval"] == "none":
+            return _json({**payload, "status": "child_turn", "child_wait_seconds": 600})
+        return _json({**payload, "status": "done"})
+
+    execution, fake = _run(
+        moto_server,
+        {
+            "ModelStepFunction": model,
+            "ToolStepFunction": tool,
+            "FinishTurnFunction": lambda p: _json({**p, "status": "completed"}),
+        },
+        callbacks_url=f"{relay}{sfn_relay.CALLBACKS_PATH}",
+    )
+
+    assert execution.status == "SUCCEEDED"
+    tools = [p for name, p in fake.calls if name == "ToolStepFunction"]
+    assert [p.get("approval", "wait") for p in tools] == ["none", "wait", "child_ended"]
+    assert [name for name, _p in fake.calls][-2:] == ["ModelStepFunction", "FinishTurnFunction"]
+    assert execution.output["status"] == "completed"
+
+
+def test_the_relay_forwards_step_functions_calls_and_keeps_only_the_callbacks(
+    moto_server: str, relay: str
+) -> None:
+    names = seed.LocalNames.from_env_file()
+    seed.create_resources(moto_server, names)
+    sfn = seed.client("stepfunctions", relay)
+    sfn.start_execution(stateMachineArn=names.state_machine_arn, name="op-r", input="{}")
+    sfn.send_task_failure(taskToken="t-1", error="E", cause="why")
+    sfn.send_task_success(taskToken="t-2", output='{"a": 1}')
+
+    direct = seed.client("stepfunctions", moto_server)
+    listed = direct.list_executions(stateMachineArn=names.state_machine_arn)["executions"]
+    assert [e["name"] for e in listed] == ["op-r"]  # forwarded to moto
+    page = httpx.get(f"{relay}{sfn_relay.CALLBACKS_PATH}", params={"after": 1}).json()
+    assert page["callbacks"] == [
+        {"operation": "SendTaskSuccess", "request": {"taskToken": "t-2", "output": '{"a": 1}'}}
+    ]
+
+
+def test_a_callback_no_wait_holds_is_answered_with_its_error_code() -> None:
+    from moto import mock_aws
+
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):  # type: ignore[arg-type]
+        sfn = boto3.client("stepfunctions", region_name="us-east-1")
+        callback = {"operation": "SendTaskSuccess", "request": {"taskToken": "gone"}}
+        assert deliver_callback(sfn, callback) == "InvalidToken"

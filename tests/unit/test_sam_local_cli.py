@@ -43,6 +43,24 @@ def test_a_docker_daemon_that_does_not_answer_exits_2(
     assert "Docker daemon does not answer" in capsys.readouterr().err
 
 
+def test_a_runtime_python_that_is_only_a_shim_exits_2_naming_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(stack.shutil, "which", _which("none"))
+
+    def shim(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        if args[0] == "docker":
+            return subprocess.CompletedProcess(args, 0, "27.0.0", "")
+        return subprocess.CompletedProcess(args, 127, "", "pyenv: python3.12: command not found")
+
+    monkeypatch.setattr(stack.subprocess, "run", shim)
+
+    assert cli.main(["test"]) == 2
+    err = capsys.readouterr().err
+    assert "python3.12" in err
+    assert "pyenv: python3.12: command not found" in err
+
+
 def test_extra_sam_flags_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SAM_LOCAL_FLAGS", raising=False)
     assert stack.sam_flags() == []

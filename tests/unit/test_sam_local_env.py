@@ -11,7 +11,7 @@ import pytest
 
 from tools.sam_local.scenario import FAILING_MODEL
 from tools.sam_local.seed import ENV_FILE, LocalNames
-from tools.sam_local.stack import MOTO_ALIAS, MOTO_PORT
+from tools.sam_local.stack import MOTO_ALIAS, MOTO_PORT, SFN_RELAY_ENDPOINT
 from tools.sam_local.template import (
     TEMPLATE,
     declared_environment,
@@ -53,6 +53,16 @@ def test_every_function_is_pointed_at_the_local_aws_endpoint(
     assert template["Globals"]["Function"]["Environment"]["Variables"]["AWS_ENDPOINT_URL"] == ""
     for function_id, variables in env.items():
         assert variables["AWS_ENDPOINT_URL"] == f"http://{MOTO_ALIAS}:{MOTO_PORT}", function_id
+
+
+def test_every_function_sends_its_step_functions_calls_through_the_relay(
+    env: dict[str, dict[str, str]], template: dict[str, Any]
+) -> None:
+    # The task tokens of executions run on the host come back only through the relay.
+    declared = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert declared["AWS_ENDPOINT_URL_SFN"] == ""
+    for function_id, variables in env.items():
+        assert variables["AWS_ENDPOINT_URL_SFN"] == SFN_RELAY_ENDPOINT, function_id
 
 
 def test_every_function_uses_the_same_table_bucket_and_prefix(

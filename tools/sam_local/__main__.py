@@ -29,6 +29,7 @@ from pathlib import Path
 from tools.sam_local import seed
 from tools.sam_local.executor import REGION, LocalExecutor, StartLambda
 from tools.sam_local.lambda_errors import TaskFailure, TaskResult
+from tools.sam_local.sfn_relay import CALLBACKS_PATH
 from tools.sam_local.stack import LocalStack, ToolMissingError, check_tools, free_port
 from tools.sam_local.template import ROOT, function_ids, load_template
 
@@ -64,7 +65,16 @@ def sam_build(log_dir: Path) -> None:
         raise RuntimeError("sam build failed:\n" + "\n".join(tail))
 
 
-def _local_args(stack: LocalStack, agent: str = "", env_file: Path = seed.ENV_FILE) -> list[str]:
+def agent_env_file(path: Path, mcp_urls: str) -> Path:
+    """events/env.json with every function's TURNKEEP_MCP_URLS `mcp_urls`, written to `path`."""
+    env = json.loads(seed.ENV_FILE.read_text(encoding="utf-8"))
+    for variables in env.values():
+        variables["TURNKEEP_MCP_URLS"] = mcp_urls
+    path.write_text(json.dumps(env, indent=2), encoding="utf-8")
+    return path
+
+
+def _local_args(stack: LocalStack, env_file: Path, agent: str = "") -> list[str]:
     overrides = f"Architecture={architecture()}" + (f" AgentRef={agent}" if agent else "")
     return [
         "--template", str(BUILT_TEMPLATE),
@@ -94,14 +104,10 @@ class Running:
         """Start start-lambda and start-api again with AgentRef=`agent` (the same moto, the
         same network): every function's TURNKEEP_AGENT is then `agent`, and its
         TURNKEEP_MCP_URLS `mcp_urls` (an env-vars file beside the logs)."""
-        env = json.loads(seed.ENV_FILE.read_text(encoding="utf-8"))
-        for variables in env.values():
-            variables["TURNKEEP_MCP_URLS"] = mcp_urls
-        env_file = self.stack.log_dir / "env-agent.json"
-        env_file.write_text(json.dumps(env, indent=2), encoding="utf-8")
+        env_file = agent_env_file(self.stack.log_dir / "env-agent.json", mcp_urls)
         self.lambdas.close()
         self.stack.stop_sam()
-        args = _local_args(self.stack, agent, env_file)
+        args = _local_args(self.stack, env_file, agent)
         self.lambda_url = self.stack.start_sam(
             "start-lambda-agent", ["start-lambda", *args], free_port()
         )
@@ -120,15 +126,16 @@ def running_stack(log_dir: Path, *, build: bool = True) -> Iterator[Running]:
         if build:
             step(f"sam build (Architecture={architecture()})")
             sam_build(log_dir)
-        step("docker network + moto")
+        step("docker network + moto + Step Functions relay")
         stack.start_network()
         moto_url = stack.start_moto()
+        relay_url = stack.start_sfn_relay()
         names = seed.LocalNames.from_env_file()
         definition = seed.create_resources(moto_url, names)
         step("sam local start-lambda + start-api")
-        lambda_url = stack.start_sam("start-lambda", ["start-lambda", *_local_args(stack)],
-                                     free_port())  # fmt: skip
-        api_url = stack.start_sam("start-api", ["start-api", *_local_args(stack)], free_port())
+        args = _local_args(stack, seed.ENV_FILE)
+        lambda_url = stack.start_sam("start-lambda", ["start-lambda", *args], free_port())
+        api_url = stack.start_sam("start-api", ["start-api", *args], free_port())
         lambdas = StartLambda(lambda_url)
 
         def invoke(function_id: str, payload: bytes) -> TaskResult | TaskFailure:
@@ -140,6 +147,7 @@ def running_stack(log_dir: Path, *, build: bool = True) -> Iterator[Running]:
             definition=definition,
             function_ids=function_ids(load_template()),
             invoke=invoke,
+            callbacks_url=f"{relay_url}{CALLBACKS_PATH}",
         )
         holder.append(Running(stack, api_url, lambda_url, lambdas, executor, names))
         executor.start()

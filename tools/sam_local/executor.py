@@ -6,7 +6,9 @@ Why here: a container cannot reach a process on the host, and start-lambda runs 
 So this process polls the container's Step Functions API (through its port published on
 127.0.0.1) for new executions and runs each one locally, under the same name and input. The
 container's execution record stays RUNNING (it is only the launch record: the API reads turn
-state from DynamoDB); outcomes are kept here (`outcomes()`).
+state from DynamoDB); outcomes are kept here (`outcomes()`). The task tokens those executions
+hand out (an approval wait, a sub-agent's child-turn wait) come back from the functions through
+the Step Functions relay (sfn_relay.py), whose callbacks this process delivers to them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import boto3
+import botocore.exceptions
 import httpx
 
 from tools.sam_local.lambda_errors import (
@@ -149,6 +152,7 @@ class LocalExecutor:
         function_ids: list[str],
         invoke: Invoker,
         poll_seconds: float = 0.2,
+        callbacks_url: str = "",
     ) -> None:
         self._remote = boto3.session.Session().client(
             "stepfunctions",
@@ -162,6 +166,9 @@ class LocalExecutor:
         self._function_ids = function_ids
         self._invoke = invoke
         self._poll = poll_seconds
+        self._callbacks_url = callbacks_url
+        self.callbacks: list[tuple[str, str]] = []
+        """(operation, outcome: "delivered" or the local error code) of each relayed callback."""
         self._executions: dict[str, Execution] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -214,6 +221,7 @@ class LocalExecutor:
             self._ready.set()
             while not self._stop.is_set():
                 self._adopt_new_executions(local)
+                self._deliver_callbacks(local)
                 self._collect_outcomes(local)
                 self._stop.wait(self._poll)
         except BaseException as exc:  # surfaced by start()/wait(): never a silent death
@@ -265,6 +273,17 @@ class LocalExecutor:
                         name, json.loads(described["input"]), started["executionArn"]
                     )
 
+    def _deliver_callbacks(self, local: tuple[Any, str]) -> None:
+        """Hand each callback the relay saw since the last poll to the local interpreter."""
+        if not self._callbacks_url:
+            return
+        answer = httpx.get(
+            self._callbacks_url, params={"after": len(self.callbacks)}, timeout=30
+        ).raise_for_status()
+        sfn, _machine = local
+        for callback in answer.json()["callbacks"]:
+            self.callbacks.append((callback["operation"], deliver_callback(sfn, callback)))
+
     def _collect_outcomes(self, local: tuple[Any, str]) -> None:
         sfn, _machine = local
         for execution in self.outcomes().values():
@@ -279,6 +298,28 @@ class LocalExecutor:
                 execution.error = described.get("error")
                 execution.cause = described.get("cause")
             log.info("execution %s: %s", execution.name, execution.status)
+
+
+def deliver_callback(sfn: Any, callback: dict[str, Any]) -> str:
+    """Send one relayed callback (`operation`, `request`) to `sfn`; "delivered", or the error
+    code Step Functions answered (a token no wait holds any more, as on AWS, is no failure of
+    the run: the function that sent it got a 200 already)."""
+    operation, request = callback["operation"], callback["request"]
+    token = request.get("taskToken", "")
+    try:
+        if operation == "SendTaskSuccess":
+            sfn.send_task_success(taskToken=token, output=request.get("output", "{}"))
+        elif operation == "SendTaskFailure":
+            fields = {k: request[k] for k in ("error", "cause") if k in request}
+            sfn.send_task_failure(taskToken=token, **fields)
+        else:
+            sfn.send_task_heartbeat(taskToken=token)
+    except botocore.exceptions.ClientError as exc:
+        code = str(exc.response.get("Error", {}).get("Code", "ClientError"))
+        log.info("callback %s: %s", operation, code)
+        return code
+    log.info("callback %s: delivered", operation)
+    return "delivered"
 
 
 def _placeholder_zip() -> bytes:

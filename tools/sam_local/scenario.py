@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,11 +22,15 @@ import httpx
 from tools.sam_local import seed
 from tools.sam_local.executor import Execution, LocalExecutor, StartLambda
 from tools.sam_local.lambda_errors import TaskFailure
+from tools.sam_local.stack import RUNTIME_PYTHON
 from tools.sam_local.template import ROOT
 
 USER = "sam-local-user"
 FAILING_MODEL = "openai:http://127.0.0.1:9/v1#unreachable"  # allowed in events/env.json
 TURN_TIMEOUT = 240.0
+HTTP_TIMEOUT = 180.0
+"""Per request through start-api: a function's first request builds its image and starts its
+container first (over a minute on a busy machine)."""
 # Both API samples are what docs/api.md documents for them, in this order.
 API_SAMPLES = [
     ("create_session", 201),
@@ -92,7 +97,7 @@ class Scenario:
     def __post_init__(self) -> None:
         self.http = httpx.Client(
             base_url=self.api_url,
-            timeout=60,
+            timeout=HTTP_TIMEOUT,
             headers={"Authorization": f"Bearer dev-{USER}"},
         )
         self.s3 = seed.client("s3", self.moto_url)
@@ -142,16 +147,29 @@ class Scenario:
                    lambda: self._agent_tools(session["id"]))  # fmt: skip
         self.check("turn calling a function tool and an MCP tool of the example agent completes",
                    lambda: self._agent_mcp_tools(session["id"]))  # fmt: skip
+        self.check("a call needing approval waits, the decision through start-api releases its "
+                   "task token and the turn completes",
+                   lambda: self._approval(session["id"]))  # fmt: skip
+        self.check("a sub-agent call runs as a child turn in an execution of its own, the parent "
+                   "waits on its task token and completes with the child's result",
+                   lambda: self._sub_agent(session["id"]))  # fmt: skip
         return self.results
 
     # -- helpers -------------------------------------------------------------------------------
     def _turn(self, session_id: str, text: str, model: str | None = None) -> Turn:
+        return self._ended(session_id, self._start(session_id, text, model))
+
+    def _start(self, session_id: str, text: str, model: str | None = None) -> str:
         body: dict[str, Any] = {"text": text}
         if model:
             body["model"] = model
         started = self.http.post(f"/sessions/{session_id}/turns", json=body)
         require(started.status_code == 202, f"start answered {started.status_code}: {started.text}")
-        turn_id = started.json()["turn_id"]
+        turn_id: str = started.json()["turn_id"]
+        return turn_id
+
+    def _ended(self, session_id: str, turn_id: str) -> Turn:
+        """The turn once its execution ended: its events, final view and scope retired."""
         execution = self.executor.wait(turn_id, TURN_TIMEOUT)
         events: list[dict[str, Any]] = []
         cursor = 0
@@ -185,7 +203,7 @@ class Scenario:
 
     # -- checks --------------------------------------------------------------------------------
     def _unauthenticated_is_401(self) -> str:
-        answer = httpx.post(f"{self.api_url}/sessions", json={"title": "x"}, timeout=60)
+        answer = httpx.post(f"{self.api_url}/sessions", json={"title": "x"}, timeout=HTTP_TIMEOUT)
         require(answer.status_code == 401, f"answered {answer.status_code}: {answer.text}")
         return "401 unauthenticated"
 
@@ -250,9 +268,11 @@ class Scenario:
         self._completed(turn)
         results = {str(r.get("name")): r for r in turn.tool_results()}
         ticket, docs = results.get("lookup_ticket"), results.get("docs_search")
-        require(ticket is not None and not ticket.get("is_error"), f"tool results {results}")
+        if ticket is None or docs is None:
+            raise CheckFailedError(f"tool results {results}")
+        require(not ticket.get("is_error"), f"tool results {results}")
         require('"id":"REL-102"' in str(ticket["content"]), f"lookup_ticket {ticket}")
-        require(docs is not None and not docs.get("is_error"), f"tool results {results}")
+        require(not docs.get("is_error"), f"tool results {results}")
         require(docs["content"] == "hotfix: Hotfixes", f"docs_search {docs}")
         # Each tool call ran in a ToolStepFunction container (the MCP call from inside it).
         calls = self.lambdas.calls_for(turn.turn_id)
@@ -260,6 +280,86 @@ class Scenario:
         require(tool_steps == [("ToolStepFunction", "ok")] * 2, f"invocations {calls}")
         require(all(outcome == "ok" for _f, outcome in calls), f"invocations {calls}")
         return f"{turn.turn_id}: lookup_ticket + docs_search ({len(calls)} Lambda invocations)"
+
+    def _approval(self, session_id: str) -> str:
+        arguments = {"version": "2.4.0", "notes": "- Faster checkout (REL-101)"}
+        turn_id = self._start(session_id, "call publish_release_notes " + json.dumps(arguments))
+        pending = self._pending_approval(turn_id)
+        call_id = str(pending["call_id"])
+        require(pending["tool"] == "publish_release_notes", f"pending {pending}")
+        decided = self.http.post(
+            f"/sessions/{session_id}/turns/{turn_id}/approvals/{call_id}",
+            json={"decision": "approve"},
+        )
+        require(
+            decided.status_code == 202, f"decision answered {decided.status_code}: {decided.text}"
+        )
+        turn = self._ended(session_id, turn_id)
+        self._completed(turn)
+        (result,) = [r for r in turn.tool_results() if r.get("call_id") == call_id]
+        content = str(result.get("content"))
+        require(not result.get("is_error") and content.startswith("published 2.4.0"),
+                f"result {result}")  # fmt: skip
+        calls = self.lambdas.calls_for(turn_id)
+        tool_steps = [f for f, _o in calls if f == "ToolStepFunction"]
+        # asked (awaiting_approval), the wait's hold of its token, the call run once decided
+        require(len(tool_steps) == 3, f"invocations {calls}")
+        return f"{turn_id}: approved {call_id}: {content!r}; {_count(calls)}"
+
+    def _pending_approval(self, turn_id: str) -> dict[str, Any]:
+        """The turn's request in GET /approvals, once there (read every 0.5 s, bounded)."""
+        deadline = time.monotonic() + TURN_TIMEOUT
+        while time.monotonic() < deadline:
+            answer = self.http.get("/approvals")
+            require(answer.status_code == 200, f"approvals answered {answer.status_code}")
+            for pending in answer.json()["approvals"]:
+                if pending["turn_id"] == turn_id:
+                    found: dict[str, Any] = pending
+                    return found
+            ended = self.executor.outcomes().get(turn_id)
+            require(ended is None or ended.status == "RUNNING", f"turn ended unasked: {ended}")
+            time.sleep(0.5)
+        raise CheckFailedError(f"no approval request of {turn_id} within {TURN_TIMEOUT:.0f} s")
+
+    def _sub_agent(self, session_id: str) -> str:
+        from turnkeep.harness.subagents import child_ids
+
+        task = 'call ticket_summary {"ticket_id": "REL-101"}'  # the child's first user message
+        turn = self._turn(session_id, "call write_changelog " + json.dumps({"input": task}))
+        self._completed(turn)
+        results = [r for r in turn.tool_results() if r.get("name") == "write_changelog"]
+        require(len(results) == 1 and not results[0].get("is_error"), f"results {results}")
+        content = str(results[0]["content"])
+        require(content.startswith("Tool ticket_summary returned: REL-101:"), f"result {content!r}")
+        child_session, child_op = child_ids(session_id, turn.turn_id, str(results[0]["call_id"]))
+        child = self.executor.outcomes().get(child_op)
+        if child is None:
+            raise CheckFailedError(f"no execution {child_op}: {sorted(self.executor.outcomes())}")
+        require(child.status == "SUCCEEDED", f"child execution {child}")
+        require(child.input.get("session_id") == child_session, f"child input {child.input}")
+        child_status = (child.output or {}).get("status")
+        require(child_status == "completed", f"child turn {child.output}")
+        self._require_scope_retired(child_session, child_op)
+        parent_calls = self.lambdas.calls_for(turn.turn_id)
+        child_calls = self.lambdas.calls_for(child_op)
+        require(all(o == "ok" for _f, o in parent_calls + child_calls),
+                f"invocations {parent_calls} {child_calls}")  # fmt: skip
+        # The parent's tool step ran three times for the call: started the child turn, kept the
+        # wait's token and started the child's execution, recorded the child's result.
+        require(_count(parent_calls).get("ToolStepFunction") == 3, f"parent {parent_calls}")
+        require(_count(child_calls).get("ModelStepFunction") == 2, f"child {child_calls}")
+        delivered = [c for c in self.executor.callbacks if c == ("SendTaskSuccess", "delivered")]
+        require(bool(delivered), f"no task token came back: {self.executor.callbacks}")
+        final = (turn.execution.output or {}) if isinstance(turn.execution.output, dict) else {}
+        lines = [
+            f"parent {turn.turn_id} ({turn.execution.status}, turn {turn.view.get('status')}): "
+            f"{_count(parent_calls)}",
+            f"child {child_op} ({child.status}, turn {child_status}) in {child_session}: "
+            f"{_count(child_calls)}",
+            f"tool result {content[:70]!r}; parent reply {turn.reply()[:70]!r}",
+            f"subagent_usage {final.get('subagent_usage')}",
+        ]
+        return "\n      ".join(lines)
 
     def _failing_step(self, session_id: str) -> str:
         # The model step cannot reach the model: a retryable error, retried by the definition,
@@ -356,7 +456,6 @@ class Scenario:
         return f"{loaded} modules loaded from the layer, 0 compiled from source"
 
 
-RUNTIME_PYTHON = "python3.12"
 # What the handlers import at cold start (functions/*/app.py).
 HANDLER_IMPORTS = [
     "turnkeep.api",
@@ -366,6 +465,14 @@ HANDLER_IMPORTS = [
     "mangum",
     "boto3",
 ]
+
+
+def _count(calls: list[tuple[str, str]]) -> dict[str, int]:
+    """Invocations per function."""
+    counts: dict[str, int] = {}
+    for function_id, _outcome in calls:
+        counts[function_id] = counts.get(function_id, 0) + 1
+    return counts
 
 
 def _layer_pins() -> dict[str, str]:

@@ -1,9 +1,9 @@
 """The processes and containers of a SAM local stack, each stopped by its own id.
 
-`LocalStack` records everything it starts (a docker network, the moto container, the example
-agent's docs MCP server container, the SAM CLI processes and the Lambda containers those start
-on the network) and `close()` removes exactly
-those, also after a failure. The host reaches containers only through ports published on
+`LocalStack` records everything it starts (a docker network, the moto container, the Step
+Functions relay container, the example agent's docs MCP server container, the SAM CLI processes
+and the Lambda containers those start on the network) and `close()` removes exactly those, also
+after a failure. The host reaches containers only through ports published on
 127.0.0.1; containers reach each other by name on the network created here.
 """
 
@@ -31,6 +31,12 @@ LAMBDA_IMAGE = "public.ecr.aws/lambda/python:3.12-x86_64"
 DOCS_MCP_ALIAS = "docs-mcp"  # the name events/env.json points the example agent's docs server at
 DOCS_MCP_PORT = 8765
 DOCS_MCP_MODULE = "turnkeep_agents.release_assistant.docs_server"
+SFN_RELAY_ALIAS = "sfn-relay"  # the functions' AWS_ENDPOINT_URL_SFN host (sfn_relay.py)
+SFN_RELAY_PORT = 8766
+SFN_RELAY_ENDPOINT = f"http://{SFN_RELAY_ALIAS}:{SFN_RELAY_PORT}"
+
+
+RUNTIME_PYTHON = "python3.12"
 
 
 class ToolMissingError(RuntimeError):
@@ -52,6 +58,24 @@ def check_tools() -> None:
     )
     if probe.returncode != 0:
         raise ToolMissingError(f"the Docker daemon does not answer: {probe.stderr.strip()}")
+    _check_runtime_python()
+
+
+def _check_runtime_python() -> None:
+    """`sam build` compiles the layer with the Lambda runtime's Python (layers/turnkeep/Makefile):
+    it must run here, not only be on PATH (a pyenv shim of a version not selected does not)."""
+    if shutil.which(RUNTIME_PYTHON) is None:
+        raise ToolMissingError(f"{RUNTIME_PYTHON} (the Lambda runtime's Python) is not on PATH")
+    probe = subprocess.run(
+        [RUNTIME_PYTHON, "-c", ""], capture_output=True, text=True, check=False, timeout=60
+    )
+    if probe.returncode != 0:
+        reason = (probe.stderr.strip().splitlines() or [f"exit {probe.returncode}"])[0]
+        raise ToolMissingError(
+            f"{RUNTIME_PYTHON} (the Lambda runtime's Python, for sam build) does not run: "
+            f"{reason}; under pyenv, select it beside the default, e.g. "
+            f"PYENV_VERSION=$(pyenv version-name):3.12.x"
+        )
 
 
 def sam_flags() -> list[str]:
@@ -99,6 +123,8 @@ class LocalStack:
     moto_url: str = ""
     mcp_id: str | None = None
     mcp_url: str = ""
+    relay_id: str | None = None
+    relay_url: str = ""
     processes: list[SamProcess] = field(default_factory=list)
 
     @property
@@ -148,6 +174,26 @@ class LocalStack:
         _wait_http(self.mcp_url, timeout, "the docs MCP server")
         return self.mcp_url
 
+    def start_sfn_relay(self, timeout: float = 60) -> str:
+        """Run the Step Functions relay (sfn_relay.py, beside this file) as `sfn-relay` on the
+        network, forwarding to moto; published on 127.0.0.1 only; returns its URL for the host."""
+        assert self.network_id is not None, "start_network first"
+        here = Path(__file__).resolve().parent
+        self.relay_id = _docker(
+            "run", "--detach", "--name", f"turnkeep-sfn-relay-{self.run_id}",
+            "--network", self.network, "--network-alias", SFN_RELAY_ALIAS,
+            "--publish", f"127.0.0.1::{SFN_RELAY_PORT}",
+            "--volume", f"{here}:/relay:ro",
+            "--entrypoint", "python3",
+            LAMBDA_IMAGE,
+            "/relay/sfn_relay.py", "--port", str(SFN_RELAY_PORT),
+            "--upstream", f"http://{MOTO_ALIAS}:{MOTO_PORT}",
+        )  # fmt: skip
+        published = _docker("port", self.relay_id, f"{SFN_RELAY_PORT}/tcp").splitlines()[0]
+        self.relay_url = f"http://127.0.0.1:{published.rsplit(':', 1)[1]}"
+        _wait_http(f"{self.relay_url}/relay/callbacks", timeout, "the Step Functions relay")
+        return self.relay_url
+
     def start_sam(self, name: str, command: list[str], port: int, timeout: float = 120) -> str:
         """Start `sam local <command>` on 127.0.0.1:`port` in the background; returns its URL
         once it answers."""
@@ -188,7 +234,7 @@ class LocalStack:
             with suppress(RuntimeError):
                 leftovers = _docker("ps", "-aq", "--filter", f"network={self.network}").split()
                 for container in leftovers:
-                    ours = (self.moto_id or "", self.mcp_id or "")
+                    ours = (self.moto_id or "", self.mcp_id or "", self.relay_id or "")
                     if not any(container == known[: len(container)] for known in ours):
                         problems += _remove_container(container)
         if self.moto_id is not None:
@@ -197,6 +243,9 @@ class LocalStack:
         if self.mcp_id is not None:
             problems += _remove_container(self.mcp_id)
             self.mcp_id = None
+        if self.relay_id is not None:
+            problems += _remove_container(self.relay_id)
+            self.relay_id = None
         if self.network_id is not None:
             try:
                 _docker("network", "rm", self.network_id)
