@@ -8,14 +8,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 
-from tests.support.browser import chromium, clear, screenshot_dir
+from tests.support.browser import Pages, clear, screenshot_dir
+from tests.support.console import module_server, serving
 from tests.support.real_server import RealServer
 
 pytestmark = pytest.mark.slow
@@ -30,24 +30,16 @@ if TYPE_CHECKING:
     from playwright.sync_api import Page
 
 
-@contextmanager
-def serving(data_dir: Path, extra_env: dict[str, str]) -> Iterator[RealServer]:
-    """A running server over `data_dir`; stopped after, and it must not have printed a
-    traceback."""
-    real = RealServer(data_dir, extra_env=extra_env)
-    data_dir.mkdir()
-    real.start()
-    try:
-        yield real
-    finally:
-        real.stop()
-    assert not real.tracebacks(), real.tracebacks()
+# One server for the module's tests (each signs in as a user of its own); the start limit is
+# per session, so one test's turns never count against another's.
+ENV = {"TURNKEEP_MODEL": MODEL, "TURNKEEP_TURN_START_LIMIT": str(START_LIMIT)}
+server = module_server(ENV)
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[RealServer]:
-    env = {"TURNKEEP_MODEL": MODEL, "TURNKEEP_TURN_START_LIMIT": str(START_LIMIT)}
-    with serving(tmp_path / "data", env) as real:
+def own_server(tmp_path: Path) -> Iterator[RealServer]:
+    """A server for one test alone (one it kills and starts again)."""
+    with serving(tmp_path / "data", ENV) as real:
         yield real
 
 
@@ -167,197 +159,195 @@ def axe_critical(page: Page) -> list[dict[str, Any]]:
 
 
 def test_a_person_runs_a_session_in_the_console_from_first_message_to_delete(
-    server: RealServer, tmp_path: Path
+    server: RealServer, tmp_path: Path, browser: Pages
 ) -> None:
     target = screenshot_dir(tmp_path / "shots")
     clear(target)
-    with chromium() as browser:
-        page = browser.new_page(viewport={"width": 1280, "height": 860})
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        shots = Shots(page, target)
+    page = browser.new_page(viewport={"width": 1280, "height": 860})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    shots = Shots(page, target)
 
-        # Connect: the token goes in the form, then sessionStorage, never in a URL.
-        connect(page, server, "alice")
-        requests: list[str] = []
-        page.on("request", lambda request: requests.append(request.url))
-        stored = page.evaluate("() => sessionStorage.getItem('turnkeep.token')")
-        assert stored == "dev-alice"
+    # Connect: the token goes in the form, then sessionStorage, never in a URL.
+    connect(page, server, "alice")
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    stored = page.evaluate("() => sessionStorage.getItem('turnkeep.token')")
+    assert stored == "dev-alice"
 
-        new_session(page, "Cat facts")
-        # The new session opens with the message box focused.
-        page.wait_for_function("() => document.activeElement.id === 'message'")
+    new_session(page, "Cat facts")
+    # The new session opens with the message box focused.
+    page.wait_for_function("() => document.activeElement.id === 'message'")
 
-        # Shift+Enter is a new line, not a send.
-        page.keyboard.type("first line")
-        page.keyboard.press("Shift+Enter")
-        page.keyboard.type("second line")
-        assert page.input_value("#message") == "first line\nsecond line"
-        assert page.locator("#transcript .turn").count() == 0
+    # Shift+Enter is a new line, not a send.
+    page.keyboard.type("first line")
+    page.keyboard.press("Shift+Enter")
+    page.keyboard.type("second line")
+    assert page.input_value("#message") == "first line\nsecond line"
+    assert page.locator("#transcript .turn").count() == 0
 
-        # The reply streams in: several painted states before the end, the box never moves.
-        page.evaluate(WATCH_PAINTS)
-        turn = send(page, "remember my cat is Rex")
-        wait_status(page, "completed", turn)
-        paints = page.evaluate("() => window.__paints")
-        assert paints["ended"]
-        assert len(paints["states"]) > 2, paints["states"]
-        assert len(set(paints["composerTops"])) == 1, "the message box moved while streaming"
-        # This server has the stream route: the turn was followed on it.
-        assert page.inner_text("#connection-state") == "live (stream)"
-        assert any("/stream" in url for url in requests)
-        turn_text = last_turn(page).inner_text()
-        assert "working_notes_update" in turn_text
-        assert "Noted." in turn_text
-        assert "2 rounds" in turn_text
+    # The reply streams in: several painted states before the end, the box never moves.
+    page.evaluate(WATCH_PAINTS)
+    turn = send(page, "remember my cat is Rex")
+    wait_status(page, "completed", turn)
+    paints = page.evaluate("() => window.__paints")
+    assert paints["ended"]
+    assert len(paints["states"]) > 2, paints["states"]
+    assert len(set(paints["composerTops"])) == 1, "the message box moved while streaming"
+    # This server has the stream route: the turn was followed on it.
+    assert page.inner_text("#connection-state") == "live (stream)"
+    assert any("/stream" in url for url in requests)
+    turn_text = last_turn(page).inner_text()
+    assert "working_notes_update" in turn_text
+    assert "Noted." in turn_text
+    assert "2 rounds" in turn_text
 
-        # The notes panel shows the note and its size against the 32 KiB cap.
-        page.wait_for_selector("#notes-text:has-text('my cat is Rex')")
-        assert "13 of 32768 bytes" in page.inner_text("#notes-size")
+    # The notes panel shows the note and its size against the 32 KiB cap.
+    page.wait_for_selector("#notes-text:has-text('my cat is Rex')")
+    assert "13 of 32768 bytes" in page.inner_text("#notes-size")
 
-        # A longer reply grows in place: each painted reply is a prefix of the settled one.
-        page.evaluate(WATCH_PAINTS)
-        turn = send(page, "what do you remember?")
-        page.wait_for_selector(
-            "#transcript .msg.assistant.provisional .bubble-text:not(:empty)", timeout=TURN_MS
-        )
-        shots.take("streaming")
-        wait_status(page, "completed", turn)
-        replies = page.evaluate("() => window.__paints.replies")
-        final = last_turn(page).locator(".msg.assistant .bubble-text").last.inner_text()
-        assert "my cat is Rex" in final
-        assert len(replies) > 2, replies
-        assert all(final.startswith(r.strip()) for r in replies), (replies, final)
-        # The agent panel (GET /agent): its tools, the gated ones marked once the key is set.
-        page.wait_for_selector("#agent summary:has-text('Tools')")
-        page.click("#agent summary:has-text('Tools')")
-        assert "echo" in page.inner_text("#agent")
-        shots.take("notes", full_page=True)
+    # A longer reply grows in place: each painted reply is a prefix of the settled one.
+    page.evaluate(WATCH_PAINTS)
+    turn = send(page, "what do you remember?")
+    page.wait_for_selector(
+        "#transcript .msg.assistant.provisional .bubble-text:not(:empty)", timeout=TURN_MS
+    )
+    shots.take("streaming")
+    wait_status(page, "completed", turn)
+    replies = page.evaluate("() => window.__paints.replies")
+    final = last_turn(page).locator(".msg.assistant .bubble-text").last.inner_text()
+    assert "my cat is Rex" in final
+    assert len(replies) > 2, replies
+    assert all(final.startswith(r.strip()) for r in replies), (replies, final)
+    # The agent panel (GET /agent): its tools, the gated ones marked once the key is set.
+    page.wait_for_selector("#agent summary:has-text('Tools')")
+    page.click("#agent summary:has-text('Tools')")
+    assert "echo" in page.inner_text("#agent")
+    shots.take("notes", full_page=True)
 
-        # Host keys: tool approval for echo.
-        set_tool_approval(page, "echo")
+    # Host keys: tool approval for echo.
+    set_tool_approval(page, "echo")
 
-        # A gated call waits; its card shows the arguments; approve runs it.
-        turn = send(page, 'call echo {"text": "ship it"}')
-        card = page.locator("#transcript .approval.pending")
-        card.wait_for(timeout=TURN_MS)
-        assert '"text": "ship it"' in card.locator(".approval-args").inner_text()
-        page.wait_for_selector("#pending-list .approval.pending", timeout=10_000)
-        waiting = f"#transcript .turn:nth-child({turn})[data-status=awaiting_approval]"
-        page.wait_for_selector(waiting)
-        shots.take("approval")
-        critical = axe_critical(page)
-        assert not critical, critical
-        card.locator("button", has_text="Approve").click()
-        wait_status(page, "completed", turn)
-        result = last_turn(page).locator(".tool-result").last.inner_text()
-        assert "ship it" in result
-        assert body_order(page)[-2:] == ["result", "assistant"]  # the reply after its result
-        assert "Approved" in last_turn(page).locator(".approval").inner_text()
+    # A gated call waits; its card shows the arguments; approve runs it.
+    turn = send(page, 'call echo {"text": "ship it"}')
+    card = page.locator("#transcript .approval.pending")
+    card.wait_for(timeout=TURN_MS)
+    assert '"text": "ship it"' in card.locator(".approval-args").inner_text()
+    page.wait_for_selector("#pending-list .approval.pending", timeout=10_000)
+    waiting = f"#transcript .turn:nth-child({turn})[data-status=awaiting_approval]"
+    page.wait_for_selector(waiting)
+    shots.take("approval")
+    critical = axe_critical(page)
+    assert not critical, critical
+    card.locator("button", has_text="Approve").click()
+    wait_status(page, "completed", turn)
+    result = last_turn(page).locator(".tool-result").last.inner_text()
+    assert "ship it" in result
+    assert body_order(page)[-2:] == ["result", "assistant"]  # the reply after its result
+    assert "Approved" in last_turn(page).locator(".approval").inner_text()
 
-        # Deny another one with a reason: the model gets an error result naming it.
-        turn = send(page, 'call echo {"text": "drop the table"}')
-        card = page.locator("#transcript .approval.pending")
-        card.wait_for(timeout=TURN_MS)
-        card.locator("input").fill("not today")
-        card.locator("button", has_text="Deny").click()
-        wait_status(page, "completed", turn)
-        denied = last_turn(page).locator(".tool-result.is-error")
-        assert "not today" in denied.inner_text()
-        shots.take("denied")
+    # Deny another one with a reason: the model gets an error result naming it.
+    turn = send(page, 'call echo {"text": "drop the table"}')
+    card = page.locator("#transcript .approval.pending")
+    card.wait_for(timeout=TURN_MS)
+    card.locator("input").fill("not today")
+    card.locator("button", has_text="Deny").click()
+    wait_status(page, "completed", turn)
+    denied = last_turn(page).locator(".tool-result.is-error")
+    assert "not today" in denied.inner_text()
+    shots.take("denied")
 
-        # Edit the arguments: the call runs with the edited ones.
-        turn = send(page, 'call echo {"text": "draft"}')
-        card = page.locator("#transcript .approval.pending")
-        card.wait_for(timeout=TURN_MS)
-        card.locator("button", has_text="Edit arguments").click()
-        editor = card.locator("textarea")
-        editor.fill("not json")
-        card.locator("button", has_text="Run with these arguments").click()
-        assert "not valid JSON" in card.locator(".approval-status").inner_text()
-        editor.fill('{"text": "final copy"}')
-        card.locator("button", has_text="Run with these arguments").click()
-        wait_status(page, "completed", turn)
-        assert "final copy" in last_turn(page).locator(".tool-result").last.inner_text()
-        assert body_order(page)[-2:] == ["result", "assistant"]
-        assert "edited arguments" in last_turn(page).locator(".approval").inner_text()
+    # Edit the arguments: the call runs with the edited ones.
+    turn = send(page, 'call echo {"text": "draft"}')
+    card = page.locator("#transcript .approval.pending")
+    card.wait_for(timeout=TURN_MS)
+    card.locator("button", has_text="Edit arguments").click()
+    editor = card.locator("textarea")
+    editor.fill("not json")
+    card.locator("button", has_text="Run with these arguments").click()
+    assert "not valid JSON" in card.locator(".approval-status").inner_text()
+    editor.fill('{"text": "final copy"}')
+    card.locator("button", has_text="Run with these arguments").click()
+    wait_status(page, "completed", turn)
+    assert "final copy" in last_turn(page).locator(".tool-result").last.inner_text()
+    assert body_order(page)[-2:] == ["result", "assistant"]
+    assert "edited arguments" in last_turn(page).locator(".approval").inner_text()
 
-        # A slow turn is cancelled while it streams (and the title changes on the way).
-        page.fill("#meta-title", "Rex facts")
-        set_tool_approval(page, "")
-        page.wait_for_selector("#session-list .session-title:has-text('Rex facts')")
-        assert page.inner_text("#session-title") == "Rex facts"
-        turn = send(page, "tell me " + " ".join(f"word{i}" for i in range(30)))
-        page.wait_for_selector(
-            "#transcript .msg.assistant.provisional .bubble-text:has-text('word')",
-            timeout=TURN_MS,
-        )
-        page.click("#cancel")
-        wait_status(page, "aborted", turn)
-        assert "aborted" in last_turn(page).locator(".turn-status").inner_text()
-        shots.take("cancelled")
+    # A slow turn is cancelled while it streams (and the title changes on the way).
+    page.fill("#meta-title", "Rex facts")
+    set_tool_approval(page, "")
+    page.wait_for_selector("#session-list .session-title:has-text('Rex facts')")
+    assert page.inner_text("#session-title") == "Rex facts"
+    turn = send(page, "tell me " + " ".join(f"word{i}" for i in range(30)))
+    page.wait_for_selector(
+        "#transcript .msg.assistant.provisional .bubble-text:has-text('word')",
+        timeout=TURN_MS,
+    )
+    page.click("#cancel")
+    wait_status(page, "aborted", turn)
+    assert "aborted" in last_turn(page).locator(".turn-status").inner_text()
+    shots.take("cancelled")
 
-        # API errors read as sentences: 422 for an oversize message, and the text stays.
-        send(page, "x" * 33_000)
-        page.wait_for_selector("#notice[data-kind=error]:has-text('Invalid text')")
-        assert len(page.input_value("#message")) == 33_000
+    # API errors read as sentences: 422 for an oversize message, and the text stays.
+    send(page, "x" * 33_000)
+    page.wait_for_selector("#notice[data-kind=error]:has-text('Invalid text')")
+    assert len(page.input_value("#message")) == 33_000
 
-        # The server goes away: the send fails readably and loses nothing; back, it goes on.
-        port = server.port
-        server.stop()
-        turn = send(page, "are you there?")
-        page.wait_for_selector("#notice[data-kind=error]:has-text('Cannot reach the API')")
-        assert page.input_value("#message") == "are you there?"
-        shots.take("server-away")
-        server.start(port=port)
-        page.focus("#message")
-        page.keyboard.press("Enter")
-        wait_status(page, "completed", turn)
-        assert "You said: are you there?" in last_turn(page).inner_text()
-        assert page.input_value("#message") == ""
+    # The server goes away: the send fails readably and loses nothing; back, it goes on.
+    port = server.port
+    server.stop()
+    turn = send(page, "are you there?")
+    page.wait_for_selector("#notice[data-kind=error]:has-text('Cannot reach the API')")
+    assert page.input_value("#message") == "are you there?"
+    shots.take("server-away")
+    server.start(port=port)
+    page.focus("#message")
+    page.keyboard.press("Enter")
+    wait_status(page, "completed", turn)
+    assert "You said: are you there?" in last_turn(page).inner_text()
+    assert page.input_value("#message") == ""
 
-        # The start limit: the 8th start within the minute is a 429 with its retry time.
-        turn = send(page, "hello")
-        wait_status(page, "completed", turn)
-        send(page, "hello again")
-        page.wait_for_selector("#notice[data-kind=error]:has-text('Too many turns')")
-        assert "Try again in" in page.inner_text("#notice")
-        assert page.input_value("#message") == "hello again"
+    # The start limit: the 8th start within the minute is a 429 with its retry time.
+    turn = send(page, "hello")
+    wait_status(page, "completed", turn)
+    send(page, "hello again")
+    page.wait_for_selector("#notice[data-kind=error]:has-text('Too many turns')")
+    assert "Try again in" in page.inner_text("#notice")
+    assert page.input_value("#message") == "hello again"
 
-        # A phone-width screen: one column, nothing wider than the screen.
-        page.set_viewport_size({"width": 360, "height": 800})
-        page.evaluate("() => document.getElementById('session').scrollIntoView()")
-        shots.take("phone")
-        assert page.evaluate("() => document.documentElement.scrollWidth") <= 360
-        critical = axe_critical(page)
-        assert not critical, critical
-        page.set_viewport_size({"width": 1280, "height": 860})
+    # A phone-width screen: one column, nothing wider than the screen.
+    page.set_viewport_size({"width": 360, "height": 800})
+    page.evaluate("() => document.getElementById('session').scrollIntoView()")
+    shots.take("phone")
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 360
+    critical = axe_critical(page)
+    assert not critical, critical
+    page.set_viewport_size({"width": 1280, "height": 860})
 
-        # Delete, confirmed in a dialog: the session is gone from the list.
-        page.click("#delete-session")
-        page.wait_for_selector("#confirm-delete[open]")
-        shots.take("confirm-delete")
-        page.click("#confirm-delete button[value=delete]")
-        page.wait_for_selector("#notice:has-text('deleted')")
-        page.wait_for_selector("#welcome:not([hidden])")
-        page.wait_for_selector("#session-list [data-session]", state="detached")
-        assert page.locator("#session-list [data-session]").count() == 0
-        shots.take("deleted")
-        assert not errors, errors
-        assert all("dev-alice" not in url for url in requests)  # the token never in a URL
+    # Delete, confirmed in a dialog: the session is gone from the list.
+    page.click("#delete-session")
+    page.wait_for_selector("#confirm-delete[open]")
+    shots.take("confirm-delete")
+    page.click("#confirm-delete button[value=delete]")
+    page.wait_for_selector("#notice:has-text('deleted')")
+    page.wait_for_selector("#welcome:not([hidden])")
+    page.wait_for_selector("#session-list [data-session]", state="detached")
+    assert page.locator("#session-list [data-session]").count() == 0
+    shots.take("deleted")
+    assert not errors, errors
+    assert all("dev-alice" not in url for url in requests)  # the token never in a URL
     print("screenshots:", target, ", ".join(shots.names))
 
 
 def test_the_stream_follower_applies_frames_deltas_and_entries_per_the_contract(
-    server: RealServer,
+    server: RealServer, browser: Pages
 ) -> None:
     """The SSE path of the page against the stream route's contract (docs/api.md): a fetch()
     body split at awkward places, `offset` rewrites, the entry superseding the bubble, the
     token only in the Authorization header, a cut stream resumed with `?cursor=`."""
-    with chromium() as browser:
-        page = browser.new_page()
-        page.goto(server.url + "/console/js/api.js")  # any page of the origin loads the modules
-        outcome = page.evaluate(STREAM_CONTRACT, [_sse(STREAM_EVENTS), _sse(RESUMED_EVENTS)])
+    page = browser.new_page()
+    page.goto(server.url + "/console/js/api.js")  # any page of the origin loads the modules
+    outcome = page.evaluate(STREAM_CONTRACT, [_sse(STREAM_EVENTS), _sse(RESUMED_EVENTS)])
     assert outcome["urls"][0].endswith("/sessions/s-1/turns/op-1/stream")
     assert outcome["urls"][1].endswith("/sessions/s-1/turns/op-1/stream?cursor=11")
     assert all("tok" not in url for url in outcome["urls"])
@@ -399,7 +389,7 @@ def _text_frame(seq: int, text: str, offset: int = 0) -> dict[str, Any]:
 
 
 def test_offsets_count_code_points_so_a_reply_with_an_emoji_streams_without_a_cut(
-    server: RealServer,
+    server: RealServer, browser: Pages
 ) -> None:
     """The server counts `offset` in code points (docs/api.md, "Event stream"): a delta after
     an astral character (two UTF-16 units in JavaScript) continues the text exactly there."""
@@ -409,10 +399,9 @@ def test_offsets_count_code_points_so_a_reply_with_an_emoji_streams_without_a_cu
         ("delta", None, {"response_id": "op-1:r0", "offset": 9, "text": "s \U0001f634!"}),
         ("end", None, STREAM_EVENTS_END),
     ]
-    with chromium() as browser:
-        page = browser.new_page()
-        page.goto(server.url + "/console/js/api.js")
-        outcome = page.evaluate(STREAM_CONTRACT, [_sse(emoji_events)])
+    page = browser.new_page()
+    page.goto(server.url + "/console/js/api.js")
+    outcome = page.evaluate(STREAM_CONTRACT, [_sse(emoji_events)])
     assert outcome["texts"] == [
         "\U0001f408 Rex",
         "\U0001f408 Rex naps",
@@ -513,69 +502,67 @@ STREAM_CONTRACT = """async (bodies) => {
     ("status", "code"), [(404, "not_found"), (501, "stream_unavailable")], ids=["404", "501"]
 )
 def test_without_a_stream_route_the_follower_polls_the_events_page_with_its_cursor(
-    server: RealServer, status: int, code: str
+    server: RealServer, status: int, code: str, browser: Pages
 ) -> None:
     """Where the stream route is missing (an older API: 404) or cannot stream (the Lambda
     host: 501), the page polls this real server's events page instead and says so."""
-    with chromium() as browser:
-        page = browser.new_page()
-        body = json.dumps({"error": {"code": code, "message": "no stream here"}})
-        page.route(
-            "**/turns/*/stream*",
-            lambda route: route.fulfill(status=status, content_type="application/json", body=body),
-        )
-        connect(page, server, "bob")
-        new_session(page, "polling")
-        requests: list[str] = []
-        page.on("request", lambda request: requests.append(request.url))
-        page.evaluate(WATCH_PAINTS)
-        # Long enough (5 s) to span two recovery frames (persisted every 2 s by default).
-        turn = send(page, "tell me " + " ".join(f"w{i}" for i in range(40)))
-        wait_status(page, "completed", turn)
-        assert "You said: tell me w0" in last_turn(page).inner_text()
-        assert page.inner_text("#connection-state") == "live (polling)"
-        replies = page.evaluate("() => window.__paints.replies")
-        assert len(replies) >= 2, replies  # it came in as frames before the settled entry
-        polled = [url for url in requests if "/events?" in url]
-        assert polled
-        assert "cursor=" in polled[-1]
-        assert all("dev-bob" not in url for url in requests)
+    page = browser.new_page()
+    body = json.dumps({"error": {"code": code, "message": "no stream here"}})
+    page.route(
+        "**/turns/*/stream*",
+        lambda route: route.fulfill(status=status, content_type="application/json", body=body),
+    )
+    connect(page, server, "bob")
+    new_session(page, "polling")
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.evaluate(WATCH_PAINTS)
+    # Long enough (5 s) to span two recovery frames (persisted every 2 s by default).
+    turn = send(page, "tell me " + " ".join(f"w{i}" for i in range(40)))
+    wait_status(page, "completed", turn)
+    assert "You said: tell me w0" in last_turn(page).inner_text()
+    assert page.inner_text("#connection-state") == "live (polling)"
+    replies = page.evaluate("() => window.__paints.replies")
+    assert len(replies) >= 2, replies  # it came in as frames before the settled entry
+    polled = [url for url in requests if "/events?" in url]
+    assert polled
+    assert "cursor=" in polled[-1]
+    assert all("dev-bob" not in url for url in requests)
 
 
 def test_a_turn_followed_while_the_server_is_killed_and_restarted_ends_with_its_reply_once(
-    server: RealServer,
+    own_server: RealServer, browser: Pages
 ) -> None:
     """kill -9 mid-reply: the page says the server is unreachable and retries; the restarted
     server resumes the turn, and the page resumes from its cursor: the reply shows once."""
     words = " ".join(f"w{i}" for i in range(30))
-    with chromium() as browser:
-        page = browser.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        connect(page, server, "carol")
-        new_session(page, "restart")
-        turn = send(page, f"tell me {words}")
-        page.wait_for_selector(
-            "#transcript .msg.assistant.provisional .bubble-text:has-text('w1')", timeout=TURN_MS
-        )
-        port = server.port
-        server.kill9()
-        page.wait_for_selector("#connection-state[data-state=offline]", timeout=TURN_MS)
-        server.start(port=port)
-        wait_status(page, "completed", turn)
-        bubbles = last_turn(page).locator(".msg.assistant:not([hidden]) .bubble-text")
-        assert bubbles.count() == 1
-        assert bubbles.inner_text() == f"You said: tell me {words}"
-        assert not errors, errors
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    connect(page, own_server, "carol")
+    new_session(page, "restart")
+    turn = send(page, f"tell me {words}")
+    page.wait_for_selector(
+        "#transcript .msg.assistant.provisional .bubble-text:has-text('w1')", timeout=TURN_MS
+    )
+    port = own_server.port
+    own_server.kill9()
+    page.wait_for_selector("#connection-state[data-state=offline]", timeout=TURN_MS)
+    own_server.start(port=port)
+    wait_status(page, "completed", turn)
+    bubbles = last_turn(page).locator(".msg.assistant:not([hidden]) .bubble-text")
+    assert bubbles.count() == 1
+    assert bubbles.inner_text() == f"You said: tell me {words}"
+    assert not errors, errors
 
 
 def test_a_compacted_session_shows_its_summary_marked_live_and_after_a_reload(
-    tmp_path: Path,
+    tmp_path: Path, browser: Pages
 ) -> None:
     """A small context window (`scripted?context=2500`): the fourth long turn compacts the
     older ones; the page marks the summary as such, also when the transcript is reloaded."""
     small = {"TURNKEEP_MODEL": "scripted?context=2500"}
-    with serving(tmp_path / "small", small) as real, chromium() as browser:
+    with serving(tmp_path / "small", small) as real:
         page = browser.new_page()
         connect(page, real, "dora")
         new_session(page, "long")
@@ -608,13 +595,12 @@ DESCRIBE_ERRORS = """async () => {
 }"""
 
 
-def test_api_errors_read_as_one_sentence_each(server: RealServer) -> None:
+def test_api_errors_read_as_one_sentence_each(server: RealServer, browser: Pages) -> None:
     """409, 429 (with its Retry-After), 404, 422 (naming the field), a non-JSON gateway error
     and an unreachable server, as the page words them (api.js, `describe`)."""
-    with chromium() as browser:
-        page = browser.new_page()
-        page.goto(server.url + "/")
-        lines = page.evaluate(DESCRIBE_ERRORS)
+    page = browser.new_page()
+    page.goto(server.url + "/")
+    lines = page.evaluate(DESCRIBE_ERRORS)
     assert lines == [
         "A turn is still running: session 's-1' has a turn in progress.",
         "Too many turns started in this session. Try again in 12 s.",
@@ -644,19 +630,18 @@ PLACE_ORDER = """async () => {
 
 
 def test_a_tool_result_is_shown_before_the_reply_even_when_live_text_overtakes_it(
-    server: RealServer,
+    server: RealServer, browser: Pages
 ) -> None:
-    with chromium() as browser:
-        page = browser.new_page()
-        page.goto(server.url + "/")
-        classes = page.evaluate(PLACE_ORDER)
+    page = browser.new_page()
+    page.goto(server.url + "/")
+    classes = page.evaluate(PLACE_ORDER)
     assert [c.split()[0] for c in classes] == ["msg", "msg", "tool-result", "msg"]
     assert "user" in classes[0]
     assert classes[3] == "msg assistant"  # the settled reply, last
 
 
 def test_older_sessions_pages_the_list_on_newest_first_until_the_last_page(
-    server: RealServer,
+    server: RealServer, browser: Pages
 ) -> None:
     """23 sessions: the list shows the newest 20, "Older sessions" appends the other 3 (the
     next page by its cursor) and then hides; an older one opens from there and stays listed
@@ -666,47 +651,46 @@ def test_older_sessions_pages_the_list_on_newest_first_until_the_last_page(
             assert client.post("/sessions", json={"title": f"s{i:02d}"}).status_code == 201
         newest = client.get("/sessions", params={"order": "newest"}).json()["sessions"]
     expected = [view["meta"]["title"] for view in newest]
-    with chromium() as browser:
-        page = browser.new_page()
-        requests: list[str] = []
-        page.on("request", lambda request: requests.append(request.url))
-        connect(page, server, "erin")
-        titles = page.locator("#session-list .session-title")
-        page.wait_for_function(
-            "() => document.querySelectorAll('#session-list .session-title').length === 20"
-        )
-        assert titles.all_inner_texts() == expected[:20]
-        more = page.locator("#more-sessions")
-        assert more.is_visible()
-        more.click()
-        page.wait_for_function(
-            "() => document.querySelectorAll('#session-list .session-title').length === 23"
-        )
-        assert titles.all_inner_texts() == expected
-        assert more.is_hidden()
-        listed = [url for url in requests if "/sessions?" in url]
-        assert len(listed) == 2
-        assert "cursor=" not in listed[0]
-        assert "order=newest" in listed[1]
-        assert "cursor=" in listed[1]
-        oldest = page.locator("#session-list .session-button", has_text=expected[-1])
-        oldest.click()
-        page.wait_for_selector(f"#session-title:has-text('{expected[-1]}')")
-        # A turn's end refreshes the list (new nodes replace the marked ones): the older page
-        # stays, and the open session with it.
-        page.evaluate(
-            "() => document.querySelectorAll('#session-list li')"
-            ".forEach((node) => { node.dataset.stale = '1'; })"
-        )
-        turn = send(page, "hello")
-        wait_status(page, "completed", turn)
-        page.wait_for_selector("#session-list li[data-stale]", state="detached")
-        assert titles.all_inner_texts() == expected
-        assert oldest.get_attribute("aria-current") == "true"
+    page = browser.new_page()
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    connect(page, server, "erin")
+    titles = page.locator("#session-list .session-title")
+    page.wait_for_function(
+        "() => document.querySelectorAll('#session-list .session-title').length === 20"
+    )
+    assert titles.all_inner_texts() == expected[:20]
+    more = page.locator("#more-sessions")
+    assert more.is_visible()
+    more.click()
+    page.wait_for_function(
+        "() => document.querySelectorAll('#session-list .session-title').length === 23"
+    )
+    assert titles.all_inner_texts() == expected
+    assert more.is_hidden()
+    listed = [url for url in requests if "/sessions?" in url]
+    assert len(listed) == 2
+    assert "cursor=" not in listed[0]
+    assert "order=newest" in listed[1]
+    assert "cursor=" in listed[1]
+    oldest = page.locator("#session-list .session-button", has_text=expected[-1])
+    oldest.click()
+    page.wait_for_selector(f"#session-title:has-text('{expected[-1]}')")
+    # A turn's end refreshes the list (new nodes replace the marked ones): the older page
+    # stays, and the open session with it.
+    page.evaluate(
+        "() => document.querySelectorAll('#session-list li')"
+        ".forEach((node) => { node.dataset.stale = '1'; })"
+    )
+    turn = send(page, "hello")
+    wait_status(page, "completed", turn)
+    page.wait_for_selector("#session-list li[data-stale]", state="detached")
+    assert titles.all_inner_texts() == expected
+    assert oldest.get_attribute("aria-current") == "true"
 
 
 def test_calls_waiting_in_other_sessions_are_approved_or_denied_from_the_pending_list(
-    server: RealServer,
+    server: RealServer, browser: Pages
 ) -> None:
     """Two sessions wait on a gated call, neither open: one is approved from the pending list,
     the other denied there with a reason; both turns end accordingly and the list empties."""
@@ -719,28 +703,27 @@ def test_calls_waiting_in_other_sessions_are_approved_or_denied_from_the_pending
                 f"/sessions/{sid}/turns", json={"text": f'call echo {{"text": "{name}"}}'}
             )
             turns[name] = (sid, started.json()["turn_id"])
-        with chromium() as browser:
-            page = browser.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            connect(page, server, "frank")
-            cards = page.locator("#pending-list .pending-item")
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        connect(page, server, "frank")
+        cards = page.locator("#pending-list .pending-item")
 
-            def card(name: str) -> Any:
-                return cards.filter(has_text=turns[name][0]).locator(".approval")
+        def card(name: str) -> Any:
+            return cards.filter(has_text=turns[name][0]).locator(".approval")
 
-            # Waiting calls show up on the 4 s refresh (or at once when already waiting).
-            page.wait_for_function(
-                "() => document.querySelectorAll('#pending-list .pending-item').length === 2",
-                timeout=TURN_MS,
-            )
-            card("ship").locator("button", has_text="Approve").click()
-            card("drop").locator("input").fill("not from here")
-            card("drop").locator("button", has_text="Deny").click()
-            page.wait_for_selector("#pending-list .pending-item", state="detached", timeout=TURN_MS)
-            assert page.locator("#pending-list p.muted", has_text="Nothing waits").is_visible()
-            ended = {name: _wait_ended(client, *ids) for name, ids in turns.items()}
-            assert errors == []
+        # Waiting calls show up on the 4 s refresh (or at once when already waiting).
+        page.wait_for_function(
+            "() => document.querySelectorAll('#pending-list .pending-item').length === 2",
+            timeout=TURN_MS,
+        )
+        card("ship").locator("button", has_text="Approve").click()
+        card("drop").locator("input").fill("not from here")
+        card("drop").locator("button", has_text="Deny").click()
+        page.wait_for_selector("#pending-list .pending-item", state="detached", timeout=TURN_MS)
+        assert page.locator("#pending-list p.muted", has_text="Nothing waits").is_visible()
+        ended = {name: _wait_ended(client, *ids) for name, ids in turns.items()}
+        assert errors == []
     assert ended["ship"]["status"] == "completed"
     assert ended["drop"]["status"] == "completed"
     # The model got the approved call's result and the denial's reason as an error result.
@@ -750,28 +733,27 @@ def test_calls_waiting_in_other_sessions_are_approved_or_denied_from_the_pending
 
 
 def test_a_call_approved_from_the_pending_list_shows_as_approved_in_its_open_session(
-    server: RealServer,
+    server: RealServer, browser: Pages
 ) -> None:
     """The same call has a card in the open session's turn and one in the pending list: the
     decision made in the list reaches the turn's card (its approval_decided event)."""
-    with chromium() as browser:
-        page = browser.new_page()
-        connect(page, server, "gina")
-        new_session(page, "both")
-        set_tool_approval(page, "echo")
-        turn = send(page, 'call echo {"text": "from the list"}')
-        in_turn = page.locator("#transcript .approval.pending")
-        in_turn.wait_for(timeout=TURN_MS)
-        listed = page.locator("#pending-list .approval.pending")
-        listed.wait_for(timeout=TURN_MS)
-        listed.locator("button", has_text="Approve").click()
-        wait_status(page, "completed", turn)
-        assert "from the list" in last_turn(page).locator(".tool-result").last.inner_text()
-        card = last_turn(page).locator(".approval")
-        assert card.get_attribute("data-decision") == "approve"
-        assert "Approved" in card.inner_text()
-        assert card.locator("button").count() == 0
-        page.wait_for_selector("#pending-list .pending-item", state="detached", timeout=TURN_MS)
+    page = browser.new_page()
+    connect(page, server, "gina")
+    new_session(page, "both")
+    set_tool_approval(page, "echo")
+    turn = send(page, 'call echo {"text": "from the list"}')
+    in_turn = page.locator("#transcript .approval.pending")
+    in_turn.wait_for(timeout=TURN_MS)
+    listed = page.locator("#pending-list .approval.pending")
+    listed.wait_for(timeout=TURN_MS)
+    listed.locator("button", has_text="Approve").click()
+    wait_status(page, "completed", turn)
+    assert "from the list" in last_turn(page).locator(".tool-result").last.inner_text()
+    card = last_turn(page).locator(".approval")
+    assert card.get_attribute("data-decision") == "approve"
+    assert "Approved" in card.inner_text()
+    assert card.locator("button").count() == 0
+    page.wait_for_selector("#pending-list .pending-item", state="detached", timeout=TURN_MS)
 
 
 def _wait_ended(client: httpx.Client, sid: str, turn: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_console_browser import connect, new_session, send, serving, wait_status
-from tests.support.browser import chromium
+from tests.support.browser import Pages
 from tests.support.mcp_agent import REFERENCE, URL_ENV
 from tests.support.mcp_servers import free_port
 from tests.support.real_server import repo_pythonpath
@@ -16,13 +16,15 @@ from tests.support.real_server import repo_pythonpath
 pytestmark = pytest.mark.slow
 
 
-def test_a_turn_without_its_down_mcp_server_shows_a_notice_saying_so(tmp_path: Path) -> None:
+def test_a_turn_without_its_down_mcp_server_shows_a_notice_saying_so(
+    tmp_path: Path, browser: Pages
+) -> None:
     env = {
         "TURNKEEP_AGENT": REFERENCE,
         URL_ENV: f"http://127.0.0.1:{free_port()}/mcp",
         "PYTHONPATH": repo_pythonpath(),
     }
-    with serving(tmp_path / "data", env) as real, chromium() as browser:
+    with serving(tmp_path / "data", env) as real:
         page = browser.new_page()
         connect(page, real, "erin")
         new_session(page, "kb down")

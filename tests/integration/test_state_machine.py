@@ -137,6 +137,9 @@ def test_a_retryable_step_failure_is_retried_with_the_same_input(deployed: Deplo
     finish_calls = [c for c in deployed.host.calls if c[0] == "FinishTurnFunction"]
     assert [c[2] for c in finish_calls] == ["RetryableStepError", None]
     assert finish_calls[0][1] == finish_calls[1][1]
+    # One wait before the retry, within the first interval (2 s, full jitter) of the definition.
+    assert len(deployed.retry_waits) == 1
+    assert 0 <= deployed.retry_waits[0] <= 2
 
 
 def test_a_turn_started_through_the_api_lambda_runs_on_step_functions_and_streams_back(

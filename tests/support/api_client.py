@@ -10,7 +10,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from turnkeep.api import ApiSettings, LocalDevAuthenticator, create_app
-from turnkeep.harness import resume_turn
+from turnkeep.harness import HarnessLimits, resume_turn
 from turnkeep.providers.base import ModelProvider
 from turnkeep.providers.scripted import ScriptedProvider
 from turnkeep.runtime.build import Runtime, build_runtime
@@ -92,7 +92,9 @@ def make_api_harness(
         turnkeep(name)
         if turnkeep is not None
         else TurnkeepSettings(
-            storage_url=f"memory://{name}", envelope_url=f"memory://{name}", frame_interval_ms=0
+            storage_url=f"memory://{name}",
+            envelope_url=f"memory://{name}",
+            limits=HarnessLimits(frame_interval_ms=0),
         )
     )
     runtime = build_runtime(base, provider=provider or ScriptedProvider())

@@ -136,6 +136,7 @@ def validation_errors(operation: str, model_id: str, body: dict[str, Any]) -> st
     shape, or None when it is valid. JSON blobs arrive base64-encoded, which the validator
     accepts as strings."""
     shape = _SERVICE.operation_model(operation).input_shape
+    assert shape is not None, operation  # every Bedrock runtime operation has an input
     report = ParamValidator().validate({"modelId": model_id, **body}, shape)
     return report.generate_report() if report.has_errors() else None
 

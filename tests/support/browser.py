@@ -8,12 +8,12 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser
+    from playwright.sync_api import Browser, Page
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -50,6 +50,45 @@ def chromium() -> Iterator[Browser]:
             yield browser
         finally:
             browser.close()
+
+
+class Pages:
+    """One test's pages on a shared chromium: each page has a fresh context of its own (no
+    cookies, storage or routes from another test), and all are closed when the test ends."""
+
+    def __init__(self, browser: Browser) -> None:
+        self._browser = browser
+        self._pages: list[Page] = []
+
+    def new_page(self, **options: Any) -> Page:
+        """A page in a new browser context (`Browser.new_page`: the context closes with it)."""
+        page = self._browser.new_page(**options)
+        self._pages.append(page)
+        return page
+
+    def close(self) -> None:
+        for page in self._pages:
+            page.close()
+        self._pages.clear()
+
+
+@pytest.fixture(scope="module")
+def shared_chromium() -> Iterator[Browser]:
+    """One chromium per test module (launching one costs seconds on a busy machine). Not per
+    session: Playwright's sync API keeps an event loop in this thread while it runs, which a
+    later asyncio test in the same worker would trip over."""
+    with chromium() as browser:
+        yield browser
+
+
+@pytest.fixture
+def browser(shared_chromium: Browser) -> Iterator[Pages]:
+    """This test's pages on the module's chromium (`Pages`), closed after the test."""
+    pages = Pages(shared_chromium)
+    try:
+        yield pages
+    finally:
+        pages.close()
 
 
 def screenshot_dir(default: Path) -> Path:

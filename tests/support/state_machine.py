@@ -15,11 +15,12 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
 import pytest
+from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 
 from tests.support.aws_template import load_template
 from tests.support.lambda_env import lambda_deployment
@@ -35,6 +36,11 @@ from tools.sam_local.template import STATE_MACHINE, render
 from turnkeep.aws_lambda import container
 from turnkeep.harness import StartTurnInput, start_turn
 from turnkeep.harness.state import op_scope
+
+RETRY_TIME_SCALE = 0.05
+"""moto waits out each Retry interval of the definition for real (2 s, 4 s, 8 s with jitter):
+the tests wait that fraction of it. The attempts, their order and their inputs are unchanged;
+each wait the definition asked for is recorded (`Deployed.retry_waits`)."""
 
 TABLE = "turnkeep-sessions"
 BUCKET = "turnkeep-progress"
@@ -52,6 +58,7 @@ class Deployed:
     storage_url: str
     workflow_type: str
     template: dict[str, Any]  # rendered for workflow_type
+    retry_waits: list[float] = field(default_factory=list)  # seconds, as the Retry asked
 
     @contextmanager
     def replaced(self, logical_id: str, handler: Callable[..., Any]) -> Iterator[None]:
@@ -62,6 +69,20 @@ class Deployed:
             yield
         finally:
             self.host.handlers[logical_id] = original
+
+
+class _RetryClock:
+    """The `time` moto's retrier sees: its waits recorded and shortened by RETRY_TIME_SCALE."""
+
+    def __init__(self, waits: list[float]) -> None:
+        self.waits = waits
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        time.sleep(seconds * RETRY_TIME_SCALE)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
 
 
 def machine_of(template: dict[str, Any]) -> dict[str, Any]:
@@ -136,8 +157,10 @@ def deploy(monkeypatch: pytest.MonkeyPatch, workflow_type: str, **env: str) -> I
         )["stateMachineArn"]
         assert sfn.describe_state_machine(stateMachineArn=machine_arn)["type"] == workflow_type
         container.reset_runtime()
+        stack = Deployed(sfn, s3, machine_arn, host, storage_url, workflow_type, template)
+        monkeypatch.setattr(retrier_decl, "time", _RetryClock(stack.retry_waits))
         with hosted_lambdas(host):
-            yield Deployed(sfn, s3, machine_arn, host, storage_url, workflow_type, template)
+            yield stack
 
 
 def run_turn(

@@ -6,6 +6,7 @@ another's modules, and the root keeps only the modules several layers share."""
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,15 @@ def _unit(path: Path, root: Path = ROOT) -> str:
 
 
 def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
-    """unit -> the other units it imports (any import in the file, deferred ones included)."""
+    """unit -> the other units it imports (any import in the file, deferred ones included); a
+    copy of its own for each caller."""
+    return {unit: set(edges) for unit, edges in _parsed_graph(root).items()}
+
+
+@functools.cache
+def _parsed_graph(root: Path) -> dict[str, set[str]]:
+    # Parsing the whole package takes seconds on a busy machine; the tests of one process all
+    # read the same tree, so it is parsed once.
     graph: dict[str, set[str]] = {}
     for path in root.rglob("*.py"):
         unit = _unit(path, root)
