@@ -63,7 +63,7 @@ WATCH_PAINTS = """() => {
   window.__paints = { states: [], replies: [], composerTops: [], ended: false };
   const live = new Set(["running", "awaiting_approval", "cancelling"]);
   const box = document.getElementById("composer");
-  const turns = () => document.querySelectorAll("#transcript .turn");
+  const turns = () => document.querySelectorAll("#transcript > .turn");
   const before = turns().length;
   function frame() {
     const all = turns();
@@ -89,15 +89,15 @@ WATCH_PAINTS = """() => {
 
 
 def last_turn(page: Page) -> Any:
-    return page.locator("#transcript .turn").last
+    return page.locator("#transcript > .turn").last
 
 
 def wait_status(page: Page, status: str, turns: int) -> None:
     """Wait until the page shows `turns` turns and the last one has `status`."""
     page.wait_for_selector(
-        f"#transcript .turn:nth-child({turns})[data-status={status}]", timeout=TURN_MS
+        f"#transcript > .turn:nth-child({turns})[data-status={status}]", timeout=TURN_MS
     )
-    assert page.locator("#transcript .turn").count() == turns
+    assert page.locator("#transcript > .turn").count() == turns
 
 
 def body_order(page: Page) -> list[str]:
@@ -113,7 +113,7 @@ def body_order(page: Page) -> list[str]:
 
 def send(page: Page, text: str) -> int:
     """Type a message and send it with Enter, keyboard only; the number its turn will have."""
-    turns: int = page.locator("#transcript .turn").count()
+    turns: int = page.locator("#transcript > .turn").count()
     page.focus("#message")
     page.fill("#message", text)
     page.keyboard.press("Enter")
@@ -184,7 +184,7 @@ def test_a_person_runs_a_session_in_the_console_from_first_message_to_delete(
     page.keyboard.press("Shift+Enter")
     page.keyboard.type("second line")
     assert page.input_value("#message") == "first line\nsecond line"
-    assert page.locator("#transcript .turn").count() == 0
+    assert page.locator("#transcript > .turn").count() == 0
 
     # The reply streams in: several painted states before the end, the box never moves.
     page.evaluate(WATCH_PAINTS)
@@ -234,7 +234,7 @@ def test_a_person_runs_a_session_in_the_console_from_first_message_to_delete(
     card.wait_for(timeout=TURN_MS)
     assert '"text": "ship it"' in card.locator(".approval-args").inner_text()
     page.wait_for_selector("#pending-list .approval.pending", timeout=10_000)
-    waiting = f"#transcript .turn:nth-child({turn})[data-status=awaiting_approval]"
+    waiting = f"#transcript > .turn:nth-child({turn})[data-status=awaiting_approval]"
     page.wait_for_selector(waiting)
     shots.take("approval")
     critical = axe_critical(page)

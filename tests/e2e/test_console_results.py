@@ -68,11 +68,11 @@ def test_a_turn_waiting_for_an_approval_says_so_with_the_apis_rounds_and_tokens(
     set_tool_approval(page, "put_away")
     turn = send(page, 'call put_away {"item": "rice", "qty": 2}')
     page.locator("#transcript .approval.pending").wait_for(timeout=TURN_MS)
-    waiting = f"#transcript .turn:nth-child({turn})[data-status=awaiting_approval]"
+    waiting = f"#transcript > .turn:nth-child({turn})[data-status=awaiting_approval]"
     page.wait_for_selector(waiting, timeout=TURN_MS)
     page.wait_for_function(
         "() => /^awaiting_approval · 1 round · [1-9]/.test(document.querySelector("
-        "'#transcript .turn:last-child .turn-status').textContent)",
+        "'#transcript > .turn:last-child .turn-status').textContent)",
         timeout=TURN_MS,
     )
 

@@ -274,7 +274,11 @@ def finished_execution(deployed: Deployed, turn: str) -> dict[str, Any]:
 
 
 def tool_results(call: Call, turn: str) -> list[dict[str, Any]]:
+    """The turn's own tool results (a sub-agent's child turn's are nested in: not these)."""
     page = call("GET", f"/sessions/{SESSION}/turns/{turn}/events?limit=100", None)[1]
     return [
-        part for event in page["events"] if event.get("role") == "tool" for part in event["parts"]
+        part
+        for event in page["events"]
+        if event.get("role") == "tool" and not event.get("nested")
+        for part in event["parts"]
     ]

@@ -145,3 +145,38 @@ def test_cancelling_the_parent_while_the_child_waits_aborts_both(api: ApiHarness
         headers=auth(),
     )
     assert late.status_code == 409, late.text
+
+
+def test_paging_a_finished_parent_one_event_at_a_time_sends_every_event_once_and_each_approval_once(
+    api: ApiHarness,
+) -> None:
+    sid, turn = _paused(api)
+    (pending,) = _pending(api)
+    api.client.post(
+        f"/sessions/{sid}/turns/{turn}/approvals/{pending['call_id']}",
+        json={"decision": "approve"},
+        headers=auth(),
+    )
+    route = f"/sessions/{sid}/turns/{turn}/events"
+    whole = api.client.get(route, headers=auth()).json()
+    assert whole["finished"] is True
+
+    paged: list[dict[str, object]] = []
+    cursor: object = 0
+    for _ in range(200):  # the child's approval events are passed without being sent
+        page = api.client.get(route, params={"cursor": cursor, "limit": 1}, headers=auth()).json()
+        paged += page["events"]
+        cursor = page["next_cursor"]
+        if page["finished"]:
+            break
+    else:
+        raise AssertionError(f"paging never finished: stuck at cursor {cursor}")
+
+    def key(e: dict[str, object]) -> tuple[object, ...]:
+        return (e["kind"], e["seq"], json.dumps(e.get("nested")))
+
+    assert [key(e) for e in paged] == [key(e) for e in whole["events"]]
+    kinds = [e["kind"] for e in paged]
+    assert (kinds.count("approval_requested"), kinds.count("approval_decided")) == (1, 1)
+    assert all(not e.get("nested") for e in paged if str(e["kind"]).startswith("approval"))
+    assert any(e.get("nested") for e in paged)  # the child's other events are nested in

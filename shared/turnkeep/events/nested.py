@@ -29,6 +29,10 @@ from turnkeep.storage import Storage
 CHILD_KEY_PREFIX: Final = "op-sub-"
 """Every child op id starts with it; a cursor names a child by the rest (`child_ids`)."""
 
+MIRRORED_KINDS: Final = frozenset({"approval_requested", "approval_decided"})
+"""Kinds of a child turn's events that the turn above it also stores as entries of its own,
+marked `subagent` (docs/approvals.md, "Inside a sub-agent"): not nested in its stream."""
+
 CURSOR_PATTERN: Final = (
     r"^[0-9]{1,19}(:[0-9a-f]{24}=[0-9]{1,19}(,[0-9a-f]{24}=[0-9]{1,19}){0,255})?$"
 )
@@ -134,6 +138,9 @@ def nested_turn_events(
     keyed: list[tuple[tuple[int, int, int, int], Event]] = [
         ((e.seq, 0, 0, 0), e) for e in page.events
     ]
+    # A child's approval events are the parent's own entries too (marked `subagent`), so
+    # the merged stream sends them once: the parent's. The cursor still passes the child's.
+    hidden: set[int] = set()
     more = len(page.events) >= limit
     # A call past the end of this page's parent events waits for the page that has it.
     horizon = max([cursor.seq, *(e.seq for e in page.events)])
@@ -162,16 +169,18 @@ def nested_turn_events(
         more = more or not child.page.finished
         for order, event in enumerate(child.page.events):
             nested = [here, *(_deeper(event.nested or []))]
-            keyed.append(
-                ((call.anchor, 1, index, order), event.model_copy(update={"nested": nested}))
-            )
+            shaped = event.model_copy(update={"nested": nested})
+            if event.kind in MIRRORED_KINDS:
+                hidden.add(id(shaped))
+            keyed.append(((call.anchor, 1, index, order), shaped))
     keyed.sort(key=lambda pair: pair[0])
-    events = [event for _, event in keyed[:limit]]
+    read = [event for _, event in keyed[:limit]]
+    events = [event for event in read if id(event) not in hidden]
     more = more or len(keyed) > limit
     # Only the calls read here keep a place: one whose result was sent has no more events.
     live = {chain[-1].op_id.removeprefix(CHILD_KEY_PREFIX) for chain in calls}
     moved = dataclasses.replace(cursor, children=tuple(c for c in cursor.children if c[0] in live))
-    for event in events:
+    for event in read:
         moved = moved.after(event)
     finished = page.finished and not more
     return MergedPage(

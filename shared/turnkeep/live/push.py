@@ -333,8 +333,14 @@ class WebSocketPusher:
         """The child commit's events to each turn above it: its subscribers read again (one
         Query per turn above), each event with the calls it runs under as `nested`."""
         from turnkeep.events import entry_event, frame_event
+        from turnkeep.events.nested import MIRRORED_KINDS
 
-        shaped = [entry_event(entry) for entry in event.entries]
+        # The turns above store a child's approval events as their own (docs/approvals.md).
+        shaped = [
+            e
+            for e in (entry_event(entry) for entry in event.entries)
+            if e.kind not in MIRRORED_KINDS
+        ]
         shaped += [frame_event(f.element, f.response_id, f.round) for f in event.frames]
         shaped.sort(key=lambda e: e.seq)
         for above in self._turns_above(event.session_id):
