@@ -299,7 +299,15 @@ def _step_ws_endpoint() -> str:
     step's push path is part of its cold start)."""
     from tools.sam_local.template import deployed_environment, load_template
 
-    refs = {"WebSocketApi": "wscold01", "AWS::Region": REGION, "AWS::URLSuffix": "amazonaws.com"}
+    refs = {
+        "WebSocketApi": "wscold01",
+        "AWS::Region": REGION,
+        "AWS::URLSuffix": "amazonaws.com",
+        # Pseudo parameters other variables of the step use (the bucket owner, the machine ARN).
+        "AWS::AccountId": "123456789012",
+        "AWS::Partition": "aws",
+        "AWS::StackName": "turnkeep",
+    }
     template = load_template()
     refs |= {n: str(p.get("Default", "")) for n, p in template.get("Parameters", {}).items()}
     refs |= {"SessionTable": TABLE, "ProgressBucket": BUCKET}
