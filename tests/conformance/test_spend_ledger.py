@@ -8,39 +8,23 @@ serializably, which one request at a time models; the threads still race between
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from moto import mock_aws
 
-from tests.support.aws_template import create_table
-from tests.support.envelope_stores import SerializedClient, moto_dynamodb_client
+from tests.support.spend_ledgers import open_test_ledger
 from turnkeep.providers.base import Usage
-from turnkeep.spend.ledger import Charge, DayTotals, MemoryLedger, SpendLedger
-from turnkeep.spend.ledger_dynamodb import DynamoLedger
-from turnkeep.spend.ledger_sqlite import SqliteLedger
+from turnkeep.spend.ledger import Charge, DayTotals, SpendLedger
 
 DAY = "2026-12-02"
 
 
 @pytest.fixture(params=["memory", "sqlite", "dynamodb"])
 def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SpendLedger]:
-    if request.param == "memory":
-        yield MemoryLedger()
-        return
-    if request.param == "sqlite":
-        made = SqliteLedger(str(tmp_path / "ledger.db"))
+    with open_test_ledger(request.param, tmp_path) as made:
         yield made
-        made.close()
-        return
-    with mock_aws():
-        raw = moto_dynamodb_client()
-        table = f"ledger-{uuid.uuid4().hex[:10]}"
-        create_table(raw, table)
-        yield DynamoLedger(SerializedClient(raw), table)  # type: ignore[arg-type]
 
 
 def _charge(key: str, cost: int, *, user: str = "u1", day: str = DAY, **where: str) -> Charge:

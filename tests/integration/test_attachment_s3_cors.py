@@ -9,30 +9,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
-import boto3
 import httpx
 import pytest
 
 from tests.support import attachment_files as files
 from tests.support.aws_template import create_bucket, create_table
-from tests.support.s3_post_policy import REGION, policy_enforcing_s3
+from tests.support.s3_post_policy import client_of, policy_enforcing_s3
 from turnkeep.attachments import AttachmentStore
 from turnkeep.storage.aws import AwsRepository
 
 CONSOLE = "http://127.0.0.1:8787"
 ELSEWHERE = "http://127.0.0.1:9999"
-
-
-def _client(service: str, endpoint: str) -> Any:
-    return boto3.client(
-        service,
-        region_name=REGION,
-        endpoint_url=endpoint,
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +32,7 @@ def servers() -> Iterator[tuple[str, str, list[str]]]:
 def _bucket(endpoint: str, origins: str | None = CONSOLE) -> str:
     name = f"cors-{uuid.uuid4().hex[:12]}"
     parameters = {} if origins is None else {"CorsAllowOrigins": origins}
-    create_bucket(_client("s3", endpoint), name, parameters=parameters)
+    create_bucket(client_of("s3", endpoint), name, parameters=parameters)
     return name
 
 
@@ -128,7 +116,7 @@ def test_the_answer_to_the_consoles_post_is_readable_by_the_console_only(
 ) -> None:
     s3, moto, _ = servers
     name = f"cors-{uuid.uuid4().hex[:12]}"
-    dynamodb, s3_client = _client("dynamodb", moto), _client("s3", s3)
+    dynamodb, s3_client = client_of("dynamodb", moto), client_of("s3", s3)
     create_table(dynamodb, name)
     create_bucket(s3_client, name, parameters={"CorsAllowOrigins": CONSOLE})
     repo = AwsRepository(name, name, dynamodb_client=dynamodb, s3_client=s3_client)

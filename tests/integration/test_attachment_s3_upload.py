@@ -10,25 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import httpx
 import pytest
 
 from tests.support import attachment_files as files
 from tests.support.aws_template import create_bucket, create_table
-from tests.support.s3_post_policy import REGION, policy_enforcing_s3
+from tests.support.s3_post_policy import REGION, client_of, policy_enforcing_s3
 from turnkeep.attachments import AttachmentRecord, AttachmentRefused, AttachmentStore
 from turnkeep.storage.aws import AwsRepository
-
-
-def _client(service: str, endpoint: str) -> Any:
-    return boto3.client(
-        service,
-        region_name=REGION,
-        endpoint_url=endpoint,
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +32,8 @@ def aws(servers: tuple[str, str, list[str]]) -> tuple[AwsRepository, list[str], 
     s3_endpoint, moto_endpoint, refusals = servers
     refusals.clear()
     name = f"attach-{uuid.uuid4().hex[:12]}"
-    dynamodb = _client("dynamodb", moto_endpoint)
-    s3 = _client("s3", s3_endpoint)
+    dynamodb = client_of("dynamodb", moto_endpoint)
+    s3 = client_of("s3", s3_endpoint)
     create_table(dynamodb, name)
     create_bucket(s3, name)
     return AwsRepository(name, name, dynamodb_client=dynamodb, s3_client=s3), refusals, s3
@@ -167,8 +156,8 @@ def test_chat_url_attaches_through_the_api_and_s3s_presigned_post_to_a_turn(
     }.items():
         monkeypatch.setenv(name, value)
     name = f"attach-{uuid.uuid4().hex[:12]}"
-    create_table(_client("dynamodb", s3_endpoint), name)
-    create_bucket(_client("s3", s3_endpoint), name)
+    create_table(client_of("dynamodb", s3_endpoint), name)
+    create_bucket(client_of("s3", s3_endpoint), name)
     url = f"aws://?table={name}&bucket={name}&region={REGION}&endpoint={s3_endpoint}"
     png = files.image("PNG", (8, 8))
     (tmp_path / "shot.png").write_bytes(png)
@@ -196,7 +185,7 @@ def test_chat_url_attaches_through_the_api_and_s3s_presigned_post_to_a_turn(
             f"Attached: shot.png (image/png, {len(png)} bytes, sha256 {files.sha256(png)[:12]})"
             in reply
         )
-        listed = _client("s3", s3_endpoint).list_objects_v2(Bucket=name)
+        listed = client_of("s3", s3_endpoint).list_objects_v2(Bucket=name)
         assert [o["Key"] for o in listed["Contents"]] == [
             f"turnkeep/sessions/{sid}/attachments/{ref.attachment_id}"
         ]

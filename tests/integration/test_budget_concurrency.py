@@ -5,22 +5,17 @@ concurrent turn (docs/usage.md, "Budgets")."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from moto import mock_aws
 
 from tests.integration.turns_support import USER, make_turn_harness
-from tests.support.aws_template import create_table
-from tests.support.envelope_stores import SerializedClient, moto_dynamodb_client
+from tests.support.spend_ledgers import open_test_ledger
 from turnkeep import Agent
 from turnkeep.harness import TurnResult, run_turn
 from turnkeep.spend.ledger import SpendLedger, utc_day
-from turnkeep.spend.ledger_dynamodb import DynamoLedger
-from turnkeep.spend.ledger_sqlite import SqliteLedger
 
 TURNS = 20
 BUDGET_MICROS = 4_000
@@ -28,16 +23,8 @@ BUDGET_MICROS = 4_000
 
 @pytest.fixture(params=["sqlite", "dynamodb"])
 def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SpendLedger]:
-    if request.param == "sqlite":
-        made = SqliteLedger(str(tmp_path / "ledger.db"))
+    with open_test_ledger(request.param, tmp_path) as made:
         yield made
-        made.close()
-        return
-    with mock_aws():
-        raw = moto_dynamodb_client()
-        table = f"ledger-{uuid.uuid4().hex[:10]}"
-        create_table(raw, table)
-        yield DynamoLedger(SerializedClient(raw), table)  # type: ignore[arg-type]
 
 
 def test_twenty_concurrent_turns_of_a_user_overrun_a_daily_budget_by_at_most_the_rounds_in_flight(

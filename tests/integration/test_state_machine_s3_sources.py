@@ -8,8 +8,6 @@ bytes."""
 from __future__ import annotations
 
 import hashlib
-import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,10 +16,9 @@ import pytest
 
 from tests.support.attachment_samples import PDF_BYTES, png_bytes
 from tests.support.bedrock_wire import Answer, BedrockWire, Received, stream_frames
-from tests.support.state_machine import BUCKET, USER, Deployed, deploy
+from tests.support.state_machine import BUCKET, USER, Deployed, deploy, run_turn
 from turnkeep.attachments import AttachmentStore
 from turnkeep.aws_lambda import container
-from turnkeep.harness import StartTurnInput, start_turn
 from turnkeep.harness.io import AttachmentRef
 from turnkeep.harness.state import load_head
 from turnkeep.harness.transcript import branch_messages
@@ -64,26 +61,13 @@ def _upload(name: str, media_type: str, data: bytes) -> AttachmentRef:
 
 
 def _run(deployed: Deployed, refs: list[AttachmentRef]) -> dict[str, Any]:
-    op_id = f"op-s3-{time.monotonic_ns()}"
-    start_turn(
-        container.runtime().deps,
-        StartTurnInput(
-            session_id=SESSION, op_id=op_id, user_id=USER, text="what are these?", attachments=refs
-        ),
+    _op, output = run_turn(
+        deployed,
+        SESSION,
+        "what are these?",
+        model=None,
+        attachments=refs,  # the env's model
     )
-    execution = deployed.sfn.start_execution(
-        stateMachineArn=deployed.state_machine_arn,
-        name=op_id,
-        input=json.dumps({"session_id": SESSION, "op_id": op_id, "round": 0}),
-    )["executionArn"]
-    deadline = time.monotonic() + 60
-    while True:
-        described = deployed.sfn.describe_execution(executionArn=execution)
-        if described["status"] != "RUNNING" or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert described["status"] == "SUCCEEDED", described
-    output: dict[str, Any] = json.loads(described["output"])
     return output
 
 

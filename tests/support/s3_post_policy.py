@@ -266,3 +266,14 @@ def policy_enforcing_s3() -> Iterator[tuple[str, str, list[str]]]:
         server.server_close()
         thread.join(timeout=10)
         moto.stop()
+
+
+def client_of(service: str, endpoint: str) -> Any:
+    """A boto3 client of `service` at `endpoint` (moto or the stand-in), test credentials."""
+    return boto3.client(
+        service,
+        region_name=REGION,
+        endpoint_url=endpoint,
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )

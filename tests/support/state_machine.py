@@ -35,6 +35,7 @@ from tests.support.lambda_host import (
 from tools.sam_local.template import STATE_MACHINE, render
 from turnkeep.aws_lambda import container
 from turnkeep.harness import StartTurnInput, start_turn
+from turnkeep.harness.io import AttachmentRef
 from turnkeep.harness.state import op_scope
 
 RETRY_TIME_SCALE = 0.05
@@ -164,7 +165,12 @@ def deploy(monkeypatch: pytest.MonkeyPatch, workflow_type: str, **env: str) -> I
 
 
 def run_turn(
-    deployed: Deployed, session_id: str, text: str, *, model: str = "scripted"
+    deployed: Deployed,
+    session_id: str,
+    text: str,
+    *,
+    model: str | None = "scripted",
+    attachments: list[AttachmentRef] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Start a turn like the API does, run the execution to its end, return (op id, output)."""
     deps = container.runtime().deps
@@ -173,7 +179,14 @@ def run_turn(
     op_id = f"op-{len(deployed.host.calls)}-{time.monotonic_ns()}"
     start_turn(
         deps,
-        StartTurnInput(session_id=session_id, op_id=op_id, user_id=USER, text=text, model=model),
+        StartTurnInput(
+            session_id=session_id,
+            op_id=op_id,
+            user_id=USER,
+            text=text,
+            model=model,
+            attachments=attachments or [],
+        ),
     )
     execution = deployed.sfn.start_execution(
         stateMachineArn=deployed.state_machine_arn,
